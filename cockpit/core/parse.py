@@ -1,0 +1,305 @@
+"""Provides lenient parsing of dashboard JSON into snapshots.
+
+Field sets drift between Ray releases, int64 fields arrive as strings, and numbers may be null or -1,
+so every reader here tolerates a missing or odd value and maps it to NA or a neutral default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from cockpit.core.snapshots import (
+    NA,
+    ActorRow,
+    ClusterInfo,
+    GpuProcess,
+    GpuSample,
+    JobRow,
+    ListMeta,
+    Metric,
+    NodeSnapshot,
+    TaskRow,
+    WorkerRow,
+)
+
+_MIB = 1024 * 1024
+
+
+def as_int(value: Any, default: int = 0) -> int:
+    """An int from an int, float or numeric string (int64 fields arrive as strings)."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float)):
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(float(value))
+        except ValueError:
+            return default
+    return default
+
+
+def as_opt_int(value: Any) -> int | None:
+    if value is None or value == "":
+        return None
+    number = as_int(value, default=-1)
+    return None if number < 0 else number
+
+
+def as_metric(value: Any) -> Metric:
+    """A reported number, or NA for null, non-numbers and the -1 that NVML failures produce."""
+    if isinstance(value, bool) or value is None:
+        return NA
+    if isinstance(value, (int, float)):
+        return NA if value < 0 else float(value)
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return NA
+        return NA if number < 0 else number
+    return NA
+
+
+def as_str(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def ms_to_seconds(value: Any) -> float | None:
+    """Posix seconds from a millisecond timestamp; None for 0, null and uint64 -1 sentinels."""
+    number = as_int(value)
+    if number <= 0 or number >= 2**63:
+        return None
+    return number / 1000.0
+
+
+def resources(value: Any) -> dict[str, float]:
+    if not isinstance(value, Mapping):
+        return {}
+    out: dict[str, float] = {}
+    for key, amount in value.items():
+        metric = as_metric(amount)
+        if metric is not NA:
+            out[str(key)] = float(metric)
+    return out
+
+
+def list_meta(result: Mapping[str, Any], returned: int) -> ListMeta:
+    """The truncation funnel of a state-API response (`data.result`)."""
+    total = as_int(result.get("total"), returned)
+    after = as_int(result.get("num_after_truncation"), total)
+    filtered = as_int(result.get("num_filtered"), returned)
+    return ListMeta(total=total, num_after_truncation=after, num_filtered=filtered, returned=returned)
+
+
+def cluster_info(version: Mapping[str, Any], metadata: Mapping[str, Any] | None) -> ClusterInfo:
+    meta = metadata or {}
+    python = meta.get("pythonVersion")
+    return ClusterInfo(
+        ray_version=as_str(meta.get("rayVersion") or version.get("ray_version")) or "unknown",
+        python_version=str(python) if python else NA,
+        session_name=as_str(version.get("session_name")),
+        git_commit=as_str(meta.get("gitCommit") or version.get("ray_commit")),
+    )
+
+
+def gpu_sample(entry: Mapping[str, Any]) -> GpuSample:
+    processes = []
+    for proc in entry.get("processesPids") or ():
+        if isinstance(proc, Mapping) and proc.get("pid") is not None:
+            processes.append(
+                GpuProcess(
+                    pid=as_int(proc.get("pid")),
+                    memory_mib=as_metric(proc.get("gpuMemoryUsage")),
+                    utilization=as_metric(proc.get("gpuUtilization")),
+                )
+            )
+    power_mw = as_metric(entry.get("powerMw"))
+    return GpuSample(
+        index=as_int(entry.get("index")),
+        name=as_str(entry.get("name")),
+        uuid=as_str(entry.get("uuid")),
+        utilization=as_metric(entry.get("utilizationGpu")),
+        memory_used_mib=as_metric(entry.get("memoryUsed")),
+        memory_total_mib=as_metric(entry.get("memoryTotal")),
+        power_w=NA if power_mw is NA else power_mw / 1000.0,
+        temperature_c=as_metric(entry.get("temperatureC")),
+        processes=tuple(processes),
+    )
+
+
+def node_from_summary(entry: Mapping[str, Any]) -> NodeSnapshot:
+    """A node from one `/nodes?view=summary` entry (camelCase; resource names mangled)."""
+    raylet = entry.get("raylet") or {}
+    res = resources(raylet.get("resourcesTotal"))
+    mem = entry.get("mem") or []
+    store_used = as_metric(raylet.get("objectStoreUsedMemory"))
+    store_free = as_metric(raylet.get("objectStoreAvailableMemory"))
+    store_total: Metric = NA if store_used is NA or store_free is NA else store_used + store_free
+    mem_total = as_metric(mem[0]) if len(mem) > 0 else NA
+    mem_used = as_metric(mem[3]) if len(mem) > 3 else NA
+    return NodeSnapshot(
+        node_id=as_str(raylet.get("nodeId")),
+        ip=as_str(raylet.get("nodeManagerAddress") or entry.get("ip")),
+        hostname=as_str(entry.get("hostname") or raylet.get("nodeManagerHostname")),
+        is_head=bool(raylet.get("isHeadNode")),
+        state=as_str(raylet.get("state")) or "UNKNOWN",
+        state_message=as_str(raylet.get("stateMessage")),
+        start_time=ms_to_seconds(raylet.get("startTimeMs")),
+        end_time=ms_to_seconds(raylet.get("endTimeMs")),
+        logical_cpus=res.get("CPU", 0.0),
+        logical_gpus=res.get("GPU", 0.0),
+        resources_total=res,
+        cpu_percent=as_metric(entry.get("cpu")),
+        mem_used_bytes=mem_used,
+        mem_total_bytes=mem_total,
+        object_store_used_bytes=store_used,
+        object_store_total_bytes=store_total,
+        gpus=tuple(gpu_sample(g) for g in entry.get("gpus") or () if isinstance(g, Mapping)),
+        sample_time=float(entry["now"]) if isinstance(entry.get("now"), (int, float)) else None,
+    )
+
+
+def node_from_state(row: Mapping[str, Any]) -> NodeSnapshot:
+    """A node from one `/api/v0/nodes?detail=true` row (the GCS table: exact names, no host stats)."""
+    res = resources(row.get("resources_total"))
+    return NodeSnapshot(
+        node_id=as_str(row.get("node_id")),
+        ip=as_str(row.get("node_ip")),
+        hostname=as_str(row.get("node_name")),
+        is_head=bool(row.get("is_head_node")),
+        state=as_str(row.get("state")) or "UNKNOWN",
+        state_message=as_str(row.get("state_message")),
+        start_time=ms_to_seconds(row.get("start_time_ms")),
+        end_time=ms_to_seconds(row.get("end_time_ms")),
+        logical_cpus=res.get("CPU", 0.0),
+        logical_gpus=res.get("GPU", 0.0),
+        resources_total=res,
+    )
+
+
+def merge_nodes(
+    state_rows: Iterable[NodeSnapshot], summaries: Iterable[NodeSnapshot]
+) -> tuple[NodeSnapshot, ...]:
+    """Nodes with membership from the GCS table and host/GPU stats from the reporter summary.
+
+    The GCS table is authoritative for who exists and who died (the summary is cached and lags a
+    freshly joined node by seconds); a node only the summary knows is kept too. Head first, then by
+    join time, so the order is stable while nodes come and go.
+    """
+    stats = {node.node_id: node for node in summaries}
+    merged: list[NodeSnapshot] = []
+    seen: set[str] = set()
+    for node in state_rows:
+        seen.add(node.node_id)
+        host = stats.get(node.node_id)
+        if host is None:
+            merged.append(node)
+            continue
+        merged.append(
+            NodeSnapshot(
+                node_id=node.node_id,
+                ip=node.ip or host.ip,
+                hostname=host.hostname or node.hostname,
+                is_head=node.is_head,
+                state=node.state,
+                state_message=node.state_message or host.state_message,
+                start_time=node.start_time or host.start_time,
+                end_time=node.end_time or host.end_time,
+                logical_cpus=node.logical_cpus,
+                logical_gpus=node.logical_gpus,
+                resources_total=node.resources_total,
+                cpu_percent=host.cpu_percent,
+                mem_used_bytes=host.mem_used_bytes,
+                mem_total_bytes=host.mem_total_bytes,
+                object_store_used_bytes=host.object_store_used_bytes,
+                # The reporter's "available" is 0 until the store is first used; the GCS total is exact.
+                object_store_total_bytes=node.resources_total.get("object_store_memory")
+                or host.object_store_total_bytes,
+                gpus=host.gpus,
+                sample_time=host.sample_time,
+            )
+        )
+    merged.extend(node for node_id, node in stats.items() if node_id not in seen)
+    merged.sort(key=lambda n: (not n.is_head, n.start_time or float("inf"), n.node_id))
+    return tuple(merged)
+
+
+def actor_row(row: Mapping[str, Any]) -> ActorRow:
+    death = row.get("death_cause")
+    return ActorRow(
+        actor_id=as_str(row.get("actor_id")),
+        class_name=as_str(row.get("class_name")),
+        name=as_str(row.get("name")),
+        state=as_str(row.get("state")),
+        job_id=as_str(row.get("job_id")),
+        node_id=as_str(row.get("node_id")),
+        pid=as_opt_int(row.get("pid")) or None,
+        num_restarts=as_int(row.get("num_restarts")),
+        required_resources=resources(row.get("required_resources")),
+        death_cause=_death_cause_text(death),
+        repr_name=as_str(row.get("repr_name")),
+    )
+
+
+def _death_cause_text(death: Any) -> str:
+    """Ray nests the reason a level or two down (`actor_died_error_context.error_message`)."""
+    if not death:
+        return ""
+    if isinstance(death, str):
+        return death
+    if isinstance(death, Mapping):
+        for value in death.values():
+            if isinstance(value, Mapping) and value.get("error_message"):
+                return as_str(value["error_message"]).strip().splitlines()[-1]
+        return str(dict(death))
+    return str(death)
+
+
+def task_row(row: Mapping[str, Any]) -> TaskRow:
+    return TaskRow(
+        task_id=as_str(row.get("task_id")),
+        attempt_number=as_int(row.get("attempt_number")),
+        name=as_str(row.get("name") or row.get("func_or_class_name")),
+        state=as_str(row.get("state")),
+        job_id=as_str(row.get("job_id")),
+        type=as_str(row.get("type")),
+        actor_id=as_str(row.get("actor_id")),
+        node_id=as_str(row.get("node_id")),
+        worker_id=as_str(row.get("worker_id")),
+        error_type=as_str(row.get("error_type")),
+        error_message=as_str(row.get("error_message")),
+    )
+
+
+def worker_row(row: Mapping[str, Any]) -> WorkerRow:
+    port = as_opt_int(row.get("debugger_port"))
+    return WorkerRow(
+        worker_id=as_str(row.get("worker_id")),
+        worker_type=as_str(row.get("worker_type")),
+        is_alive=bool(row.get("is_alive")),
+        node_id=as_str(row.get("node_id")),
+        ip=as_str(row.get("ip")),
+        pid=as_opt_int(row.get("pid")),
+        debugger_port=port or None,
+        num_paused_threads=as_int(row.get("num_paused_threads")),
+        exit_type=as_str(row.get("exit_type")),
+    )
+
+
+def job_row(row: Mapping[str, Any]) -> JobRow:
+    metadata = row.get("metadata")
+    return JobRow(
+        submission_id=as_str(row.get("submission_id")),
+        job_id=as_str(row.get("job_id")),
+        type=as_str(row.get("type")),
+        status=as_str(row.get("status")),
+        entrypoint=as_str(row.get("entrypoint")),
+        message=as_str(row.get("message")),
+        start_time=ms_to_seconds(row.get("start_time")),
+        end_time=ms_to_seconds(row.get("end_time")),
+        driver_node_id=as_str(row.get("driver_node_id")),
+        error_type=as_str(row.get("error_type")),
+        metadata={str(k): as_str(v) for k, v in metadata.items()} if isinstance(metadata, Mapping) else {},
+    )

@@ -1,0 +1,368 @@
+"""Provides the async client for the Ray dashboard REST API (aiohttp), returning typed snapshots.
+
+One `DashboardClient` per cluster keeps one HTTP session. It speaks only HTTP, so it works against any
+Ray version the endpoints exist in, without `ray.init()` and without importing `ray`. Every method
+returns fresh data (caching and cadence are the UI's business) and raises a `DashboardError` subclass
+whose text is one sentence a user can act on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiohttp
+
+from cockpit.core import parse
+from cockpit.core.errors import CockpitError
+from cockpit.core.snapshots import (
+    ActorRow,
+    ClusterInfo,
+    ClusterStatus,
+    JobRow,
+    Listing,
+    LogIndex,
+    NodeSnapshot,
+    TaskRow,
+    WorkerRow,
+)
+
+T = TypeVar("T")
+
+Filter = tuple[str, str, str]
+"""A state-API filter: (column, "=" or "!=", value)."""
+
+MAX_LIMIT = 10_000
+"""The dashboard refuses larger limits (RAY_MAX_LIMIT_FROM_API_SERVER)."""
+
+
+class DashboardError(CockpitError):
+    """The dashboard could not answer; the message says why in one sentence."""
+
+    status: int | None = None
+
+
+class DashboardUnreachable(DashboardError):
+    """Nothing answered at the dashboard address (cluster down, wrong port, tunnel dropped)."""
+
+
+class AuthenticationRequired(DashboardError):
+    status = 401
+
+
+class AuthenticationRejected(DashboardError):
+    status = 403
+
+
+class NotFound(DashboardError):
+    status = 404
+
+
+class RateLimited(DashboardError):
+    """429: the dashboard's limit of concurrent state requests (log streams count) is reached."""
+
+    status = 429
+
+
+class RequestRejected(DashboardError):
+    """The dashboard answered 4xx/5xx with a reason."""
+
+
+def load_token(token_file: str | os.PathLike[str] | None = None) -> str | None:
+    """The cluster's auth token: `--token-file`, else `RAY_AUTH_TOKEN`, else `~/.ray/auth_token`."""
+    if token_file:
+        try:
+            return Path(token_file).read_text().strip() or None
+        except OSError as exc:
+            raise CockpitError(f"cannot read the token file {token_file}: {exc.strerror}.") from None
+    env = os.environ.get("RAY_AUTH_TOKEN", "").strip()
+    if env:
+        return env
+    default = Path.home() / ".ray" / "auth_token"
+    try:
+        return default.read_text().strip() or None
+    except OSError:
+        return None
+
+
+class DashboardClient:
+    """Async client of one Ray dashboard.
+
+    Args:
+        base_url: e.g. ``http://127.0.0.1:8265``; with ``unix_socket`` only its path part matters.
+        token: sent as ``Authorization: Bearer`` on every request when the cluster uses token auth.
+        unix_socket: reach the dashboard through this UNIX socket (the cockpit's private SSH tunnel).
+        timeout: seconds for one request; the head is never waited on forever.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        unix_socket: str | None = None,
+        timeout: float = 10.0,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._token = token
+        self._unix_socket = unix_socket
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def display_url(self) -> str:
+        return self.base_url
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector: aiohttp.BaseConnector = (
+                aiohttp.UnixConnector(path=self._unix_socket)
+                if self._unix_socket
+                else aiohttp.TCPConnector(limit=8)
+            )
+            headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
+            # No browser-like headers (Origin, Referer, Sec-Fetch-*): the dashboard refuses POSTs from those.
+            self._session = aiohttp.ClientSession(
+                connector=connector, headers=headers, timeout=self._timeout, trust_env=False
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def __aenter__(self) -> DashboardClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- transport ---------------------------------------------------------------------------------
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        params: Sequence[tuple[str, str]] | None = None,
+        json_body: Any = None,
+        expect_json: bool = True,
+    ) -> Any:
+        url = f"{self.base_url}{path}"
+        try:
+            async with self._client().request(method, url, params=params, json=json_body) as resp:
+                body = await resp.read()
+                if resp.status >= 400:
+                    raise self._http_error(resp.status, path, body)
+                if not expect_json:
+                    return body.decode("utf-8", errors="replace")
+                try:
+                    return json.loads(body)
+                except ValueError:
+                    raise RequestRejected(
+                        f"the dashboard sent something that is not JSON for {path}."
+                    ) from None
+        except DashboardError:
+            raise
+        except asyncio.TimeoutError:
+            raise DashboardUnreachable(
+                f"the Ray dashboard at {self.display_url} did not answer {path} within "
+                f"{self._timeout.total:.0f} s; the head may be overloaded."
+            ) from None
+        except (aiohttp.ClientConnectionError, OSError) as exc:
+            reason = str(exc).split(" [")[0] or type(exc).__name__
+            raise DashboardUnreachable(
+                f"cannot reach the Ray dashboard at {self.display_url} ({reason}); is the cluster up?"
+            ) from None
+
+    def _http_error(self, status: int, path: str, body: bytes) -> DashboardError:
+        text = body.decode("utf-8", errors="replace").strip()
+        reason = text
+        try:
+            doc = json.loads(text)
+            if isinstance(doc, Mapping) and doc.get("msg"):
+                reason = str(doc["msg"])
+        except ValueError:
+            pass
+        reason = reason.splitlines()[-1][:300] if reason else f"HTTP {status}"
+        if status == 401:
+            return AuthenticationRequired(
+                "the cluster uses token authentication: pass --token-file FILE or set RAY_AUTH_TOKEN."
+            )
+        if status == 403:
+            return AuthenticationRejected(
+                "the dashboard rejected the token: check --token-file / RAY_AUTH_TOKEN "
+                "against `ray get-auth-token` on the head."
+            )
+        if status == 404:
+            return NotFound(f"not found: {path} ({reason}).")
+        if status == 429:
+            return RateLimited(
+                f"the dashboard is at its limit of concurrent requests ({reason}); retrying later."
+            )
+        error = RequestRejected(f"the dashboard refused {path} (HTTP {status}): {reason}")
+        error.status = status
+        return error
+
+    async def _get(self, path: str, params: Sequence[tuple[str, str]] | None = None) -> Any:
+        return await self._request("GET", path, params=params)
+
+    @staticmethod
+    def _data(doc: Any, path: str) -> Any:
+        """The `data` of a `{result, msg, data}` envelope; `result: false` becomes an error."""
+        if not isinstance(doc, Mapping):
+            raise RequestRejected(f"unexpected answer from {path}.")
+        if doc.get("result") is False:
+            raise RequestRejected(f"the dashboard refused {path}: {doc.get('msg') or 'no reason given'}")
+        return doc.get("data") or {}
+
+    async def _state_list(
+        self,
+        resource: str,
+        build: Callable[[Mapping[str, Any]], T],
+        filters: Iterable[Filter] = (),
+        limit: int = 1000,
+        detail: bool = True,
+        extra: Sequence[tuple[str, str]] = (),
+    ) -> Listing[T]:
+        if not 0 < limit <= MAX_LIMIT:
+            raise ValueError(f"limit must be within 1..{MAX_LIMIT}")
+        params: list[tuple[str, str]] = [("limit", str(limit)), ("timeout", "8")]
+        if detail:
+            params.append(("detail", "true"))
+        for key, predicate, value in filters:
+            if predicate not in ("=", "!="):
+                raise ValueError(f"filter predicate must be '=' or '!=', not {predicate!r}")
+            # All three keys, always: without filter_predicates the dashboard silently drops the filter.
+            params += [("filter_keys", key), ("filter_predicates", predicate), ("filter_values", value)]
+        params.extend(extra)
+        path = f"/api/v0/{resource}"
+        data = self._data(await self._get(path, params), path)
+        result = data.get("result") or {}
+        rows = tuple(build(row) for row in result.get("result") or () if isinstance(row, Mapping))
+        warnings = [w for w in (result.get("partial_failure_warning"), *(result.get("warnings") or ())) if w]
+        return Listing(rows=rows, meta=parse.list_meta(result, len(rows)), warnings=tuple(map(str, warnings)))
+
+    # -- cluster -----------------------------------------------------------------------------------
+
+    async def version(self) -> dict[str, str]:
+        """`/api/version`: the cheapest authenticated call; proves the dashboard and the token work."""
+        doc = await self._get("/api/version")
+        return {str(k): str(v) for k, v in doc.items()} if isinstance(doc, Mapping) else {}
+
+    async def auth_mode(self) -> str:
+        """`token` or `disabled` (public endpoint; works without a token)."""
+        doc = await self._get("/api/authentication_mode")
+        return str(doc.get("authentication_mode", "disabled")) if isinstance(doc, Mapping) else "disabled"
+
+    async def cluster_info(self) -> ClusterInfo:
+        version = await self.version()
+        try:
+            meta = self._data(await self._get("/api/v0/cluster_metadata"), "/api/v0/cluster_metadata")
+        except (NotFound, RequestRejected):
+            meta = None
+        return parse.cluster_info(version, meta)
+
+    async def node_table(self) -> Listing[NodeSnapshot]:
+        """Nodes from the GCS table (`/api/v0/nodes`): cheap, authoritative for membership and death."""
+        return await self._state_list("nodes", parse.node_from_state, limit=MAX_LIMIT)
+
+    async def node_stats(self, fresh: bool = False) -> tuple[NodeSnapshot, ...]:
+        """Nodes with host and GPU stats (`/nodes?view=summary`, cached 2 s by the dashboard).
+
+        Args:
+            fresh: bypass the dashboard's cache (`nocache=1`), e.g. right after a node joined.
+        """
+        params = [("view", "summary")] + ([("nocache", "1")] if fresh else [])
+        data = self._data(await self._get("/nodes", params), "/nodes")
+        return tuple(parse.node_from_summary(e) for e in data.get("summary") or () if isinstance(e, Mapping))
+
+    async def nodes(self, fresh: bool = False) -> tuple[NodeSnapshot, ...]:
+        """Every node the cluster knows (dead ones included) with its latest host and GPU stats."""
+        table, stats = await asyncio.gather(self.node_table(), self.node_stats(fresh=fresh))
+        return parse.merge_nodes(table.rows, stats)
+
+    async def cluster_status(self) -> ClusterStatus:
+        """The `ray status` text, without the Ray CLI (72x faster here, see BENCHMARKS.md)."""
+        data = self._data(await self._get("/api/cluster_status", [("format", "1")]), "/api/cluster_status")
+        return ClusterStatus(text=parse.as_str(data.get("clusterStatus")))
+
+    # -- state lists -------------------------------------------------------------------------------
+
+    async def actors(self, filters: Iterable[Filter] = (), limit: int = 1000) -> Listing[ActorRow]:
+        return await self._state_list("actors", parse.actor_row, filters, limit)
+
+    async def tasks(self, filters: Iterable[Filter] = (), limit: int = 1000) -> Listing[TaskRow]:
+        return await self._state_list("tasks", parse.task_row, filters, limit)
+
+    async def workers(self, filters: Iterable[Filter] = (), limit: int = 1000) -> Listing[WorkerRow]:
+        return await self._state_list("workers", parse.worker_row, filters, limit)
+
+    async def paused_workers(self) -> Listing[WorkerRow]:
+        """Workers stopped in the post-mortem debugger (`num_paused_threads != 0`)."""
+        return await self.workers(filters=[("num_paused_threads", "!=", "0")])
+
+    # -- jobs --------------------------------------------------------------------------------------
+
+    async def jobs(self) -> tuple[JobRow, ...]:
+        doc = await self._get("/api/jobs/")
+        rows = [parse.job_row(r) for r in doc if isinstance(r, Mapping)] if isinstance(doc, list) else []
+        return tuple(sorted(rows, key=lambda j: j.start_time or 0.0, reverse=True))
+
+    async def job(self, job_id: str) -> JobRow:
+        doc = await self._get(f"/api/jobs/{job_id}")
+        if not isinstance(doc, Mapping):
+            raise RequestRejected(f"unexpected answer for job {job_id}.")
+        return parse.job_row(doc)
+
+    async def submit_job(self, request: Mapping[str, Any]) -> str:
+        """POST a JobSubmitRequest; returns the submission id."""
+        doc = await self._request("POST", "/api/jobs/", json_body=dict(request))
+        return str(doc.get("submission_id") or doc.get("job_id")) if isinstance(doc, Mapping) else ""
+
+    async def stop_job(self, job_id: str) -> bool:
+        doc = await self._request("POST", f"/api/jobs/{job_id}/stop")
+        return bool(doc.get("stopped")) if isinstance(doc, Mapping) else False
+
+    # -- logs --------------------------------------------------------------------------------------
+
+    async def log_index(self, node_id: str, glob: str | None = None) -> LogIndex:
+        params = [("node_id", node_id)] + ([("glob", glob)] if glob else [])
+        data = self._data(await self._get("/api/v0/logs", params), "/api/v0/logs")
+        result = data.get("result") or {}
+        files = {str(k): tuple(map(str, v)) for k, v in result.items() if isinstance(v, list)}
+        return LogIndex(node_id=node_id, files=files)
+
+    async def log_file(
+        self,
+        *,
+        node_id: str | None = None,
+        filename: str | None = None,
+        actor_id: str | None = None,
+        submission_id: str | None = None,
+        suffix: str = "out",
+        lines: int = 1000,
+    ) -> str:
+        """The last `lines` lines of a log file, an actor's stdout/stderr, or a job's driver log.
+
+        A driver log needs the driver's node id (the dashboard answers a plain 500 without it).
+        """
+        if submission_id and not node_id:
+            raise ValueError("a driver log needs node_id (JobRow.driver_node_id)")
+        params: list[tuple[str, str]] = [("lines", str(lines)), ("filter_ansi_code", "true")]
+        for key, value in (
+            ("node_id", node_id),
+            ("filename", filename),
+            ("actor_id", actor_id),
+            ("submission_id", submission_id),
+        ):
+            if value:
+                params.append((key, value))
+        if actor_id:
+            params.append(("suffix", suffix))
+        text = await self._request("GET", "/api/v0/logs/file", params=params, expect_json=False)
+        return str(text)

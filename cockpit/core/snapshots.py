@@ -1,0 +1,252 @@
+"""Provides the frozen snapshots the core hands to the UI: nodes, GPUs, actors, tasks, workers, jobs.
+
+Every snapshot is immutable and self-contained, so a UI can keep the last one while the next is fetched
+and mark it stale by its age. A metric the cluster did not report is `NA`, never a made-up zero.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Generic, Literal, TypeVar
+
+T = TypeVar("T")
+
+
+class _NotAvailable(enum.Enum):
+    NA = "N/A"
+
+    def __repr__(self) -> str:
+        return "NA"
+
+    def __str__(self) -> str:
+        return "N/A"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+NA = _NotAvailable.NA
+"""A metric the cluster or the GPU vendor did not report (AMD temperature, a node with no agent yet ...)."""
+
+NAType = Literal[_NotAvailable.NA]
+Metric = float | NAType
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """Versions and identity of the cluster, for the header."""
+
+    ray_version: str
+    python_version: str | NAType = NA
+    session_name: str = ""
+    git_commit: str = ""
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """A process holding memory on a GPU, as Ray's reporter saw it."""
+
+    pid: int
+    memory_mib: Metric
+    utilization: Metric
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """One GPU (or MIG slice) of a node, from the dashboard's node summary or the cockpit's own sampler."""
+
+    index: int
+    name: str
+    uuid: str
+    utilization: Metric
+    """Percent busy; NA when NVML failed (`-1`) or the vendor gave nothing (`null`)."""
+    memory_used_mib: Metric
+    memory_total_mib: Metric
+    power_w: Metric
+    temperature_c: Metric
+    """NA on AMD and on MIG slices, which report none."""
+    processes: tuple[GpuProcess, ...] = ()
+
+
+@dataclass(frozen=True)
+class NodeSnapshot:
+    """One Ray node: membership from the GCS node table, host and GPU stats from the node's reporter."""
+
+    node_id: str
+    ip: str
+    hostname: str
+    is_head: bool
+    state: str
+    """`ALIVE` or `DEAD`."""
+    state_message: str
+    """Why a node died, in Ray's words ("health check failed due to missing too many heartbeats")."""
+    start_time: float | None
+    """When the node joined (posix seconds)."""
+    end_time: float | None
+    """When it died (posix seconds); None while alive."""
+    logical_cpus: float
+    logical_gpus: float
+    """The node's `GPU` resource: what Ray schedules on, physical or not."""
+    resources_total: Mapping[str, float] = field(default_factory=dict)
+    cpu_percent: Metric = NA
+    mem_used_bytes: Metric = NA
+    mem_total_bytes: Metric = NA
+    object_store_used_bytes: Metric = NA
+    object_store_total_bytes: Metric = NA
+    gpus: tuple[GpuSample, ...] = ()
+    """GPUs the node's reporter saw. Empty for logical-only GPUs (`ray start --num-gpus` without hardware)."""
+    sample_time: float | None = None
+    """When the host stats were sampled on the node (posix seconds); None before the first report."""
+
+    @property
+    def alive(self) -> bool:
+        return self.state == "ALIVE"
+
+    @property
+    def has_gpu_telemetry(self) -> bool:
+        return bool(self.gpus)
+
+
+@dataclass(frozen=True)
+class ListMeta:
+    """How much of a state-API list came back: truncation is shown to the user, never hidden."""
+
+    total: int
+    """Rows in the cluster."""
+    num_after_truncation: int
+    """Rows left after the data source's own cap (10,000 by default)."""
+    num_filtered: int
+    """Rows matching the filters."""
+    returned: int
+    """Rows in this response (after `limit`)."""
+
+    @property
+    def truncated_at_source(self) -> bool:
+        return self.total > self.num_after_truncation
+
+    @property
+    def limited(self) -> bool:
+        return self.num_filtered > self.returned
+
+    @property
+    def complete(self) -> bool:
+        return not (self.truncated_at_source or self.limited)
+
+    def describe(self) -> str:
+        """A short phrase for the UI: "" when complete, else what was left out."""
+        parts = []
+        if self.limited:
+            parts.append(f"showing {self.returned} of {self.num_filtered}")
+        if self.truncated_at_source:
+            parts.append(f"the cluster dropped {self.total - self.num_after_truncation} of {self.total}")
+        return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class Listing(Generic[T]):
+    """Rows of a state-API list, with the truncation funnel."""
+
+    rows: tuple[T, ...]
+    meta: ListMeta
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ActorRow:
+    actor_id: str
+    class_name: str
+    name: str
+    state: str
+    job_id: str
+    node_id: str
+    pid: int | None
+    num_restarts: int
+    required_resources: Mapping[str, float] = field(default_factory=dict)
+    death_cause: str = ""
+    repr_name: str = ""
+
+    @property
+    def gpus(self) -> float:
+        return self.required_resources.get("GPU", 0.0)
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    task_id: str
+    attempt_number: int
+    name: str
+    state: str
+    job_id: str
+    type: str
+    actor_id: str
+    node_id: str
+    worker_id: str
+    error_type: str = ""
+    error_message: str = ""
+
+
+@dataclass(frozen=True)
+class WorkerRow:
+    worker_id: str
+    worker_type: str
+    is_alive: bool
+    node_id: str
+    ip: str
+    pid: int | None
+    debugger_port: int | None = None
+    num_paused_threads: int = 0
+    exit_type: str = ""
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """A Ray job: a submission (has `submission_id`) or a plain driver (`ray.init` from a shell)."""
+
+    submission_id: str
+    job_id: str
+    type: str
+    status: str
+    """PENDING, RUNNING, STOPPED, SUCCEEDED or FAILED."""
+    entrypoint: str
+    message: str
+    start_time: float | None
+    end_time: float | None
+    driver_node_id: str = ""
+    error_type: str = ""
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """The id the Jobs API accepts for this job."""
+        return self.submission_id or self.job_id
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in ("STOPPED", "SUCCEEDED", "FAILED")
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    """What `ray status` prints, fetched over HTTP."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class LogIndex:
+    """The log files of one node, grouped by kind as the dashboard groups them."""
+
+    node_id: str
+    files: Mapping[str, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    """Everything the Cluster screen shows, fetched together: nodes, jobs and when they were fetched."""
+
+    nodes: tuple[NodeSnapshot, ...]
+    jobs: tuple[JobRow, ...]
+    fetched_at: float
+    """Posix seconds when the answer arrived (the UI shows its age)."""
