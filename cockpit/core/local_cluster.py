@@ -1,0 +1,435 @@
+"""Provides a real multi-node Ray cluster on this machine: `cockpit local up | status | down`.
+
+Each node is its own `ray start` (own temp dir, own agent port, logical GPUs), the way Slurm or SkyPilot
+start nodes on real machines, so everything the cockpit does against it is what it does on a cluster.
+Each `ray start` runs in a new session, and every Ray process of that node inherits the session id:
+`down` ends exactly those processes (and anything else under the cluster's temp dir), never another
+user's or another cluster's Ray. The dashboard binds 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from cockpit.core.errors import LocalClusterError
+
+Progress = Callable[[str], None]
+
+
+def state_dir() -> Path:
+    """Where the cockpit remembers its local cluster (`COCKPIT_STATE_DIR`, else XDG state home)."""
+    explicit = os.environ.get("COCKPIT_STATE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "ray-cockpit"
+
+
+@dataclass
+class LocalNode:
+    index: int
+    temp_dir: str
+    agent_port: int
+    num_gpus: int
+    num_cpus: int
+    session_id: int = 0
+    """The session id every Ray process of this node inherits (the pid of its `ray start`)."""
+    start_log: str = ""
+
+
+@dataclass
+class LocalCluster:
+    """A cluster `cockpit local up` started, as remembered in `local.json`."""
+
+    root: str
+    gcs_port: int
+    dashboard_port: int
+    client_port: int
+    nodes: list[LocalNode] = field(default_factory=list)
+    head_ip: str = ""
+    auth_token: bool = False
+
+    @property
+    def dashboard_url(self) -> str:
+        return f"http://127.0.0.1:{self.dashboard_port}"
+
+    @property
+    def gcs_address(self) -> str:
+        return f"{self.head_ip or '127.0.0.1'}:{self.gcs_port}"
+
+
+def _state_file(directory: Path | None = None) -> Path:
+    return (directory or state_dir()) / "local.json"
+
+
+def load(directory: Path | None = None) -> LocalCluster | None:
+    """The remembered local cluster, or None when none was started."""
+    path = _state_file(directory)
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    nodes = [LocalNode(**n) for n in doc.pop("nodes", [])]
+    return LocalCluster(nodes=nodes, **doc)
+
+
+def _save(cluster: LocalCluster, directory: Path | None = None) -> None:
+    path = _state_file(directory)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(cluster), indent=2))
+    tmp.replace(path)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _ray_executable() -> str:
+    """The `ray` CLI of the Python running the cockpit, so the cluster's Ray matches the demo's."""
+    candidate = Path(sys.executable).parent / "ray"
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which("ray")
+    if not found:
+        raise LocalClusterError("the `ray` command is not installed here: pip install 'ray[default]'.")
+    return found
+
+
+def _node_env(token: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
+    # Job entrypoints run with the raylet's PATH: put this interpreter's bin first so `python` is ours.
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    # A user's ~/.ray/auth_token silently switches new clusters to token mode; decide explicitly.
+    env["RAY_AUTH_MODE"] = "token" if token else "disabled"
+    if token:
+        env["RAY_AUTH_TOKEN"] = token
+    else:
+        env.pop("RAY_AUTH_TOKEN", None)
+    return env
+
+
+def _http_json(url: str, token: str | None = None, timeout: float = 2.0) -> object:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    with urllib.request.urlopen(request, timeout=timeout) as resp:
+        return json.loads(resp.read())
+
+
+def _alive_nodes(cluster: LocalCluster, token: str | None = None) -> list[dict[str, object]]:
+    url = f"{cluster.dashboard_url}/api/v0/nodes?limit=10000&detail=true"
+    doc = _http_json(url, token)
+    rows = doc["data"]["result"]["result"]  # type: ignore[index]
+    return [r for r in rows if r.get("state") == "ALIVE"]
+
+
+def _ray_start(cluster: LocalCluster, node: LocalNode, token: str | None) -> subprocess.Popen[bytes]:
+    Path(node.temp_dir).mkdir(parents=True, exist_ok=True)
+    common = [
+        f"--num-cpus={node.num_cpus}",
+        f"--num-gpus={node.num_gpus}",
+        f"--temp-dir={node.temp_dir}",
+        f"--dashboard-agent-listen-port={node.agent_port}",
+        "--disable-usage-stats",
+    ]
+    if node.index == 0:
+        args = [
+            "start",
+            "--head",
+            f"--port={cluster.gcs_port}",
+            "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={cluster.dashboard_port}",
+            f"--ray-client-server-port={cluster.client_port}",
+            "--include-dashboard=true",
+            *common,
+        ]
+    else:
+        args = ["start", f"--address={cluster.gcs_address}", *common]
+    node.start_log = str(Path(cluster.root) / f"node{node.index}-start.log")
+    log = open(node.start_log, "wb")  # noqa: SIM115 - handed to the child, closed by it
+    proc = subprocess.Popen(
+        [_ray_executable(), *args],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=_node_env(token),
+        start_new_session=True,
+    )
+    log.close()
+    node.session_id = proc.pid
+    return proc
+
+
+def _wait_started(proc: subprocess.Popen[bytes], node: LocalNode, timeout: float) -> None:
+    try:
+        code = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise LocalClusterError(
+            f"`ray start` for node {node.index} did not finish within {timeout:.0f} s; read {node.start_log}."
+        ) from None
+    if code != 0:
+        tail = _last_error_line(node.start_log)
+        raise LocalClusterError(f"Ray failed to start node {node.index}{tail}; read {node.start_log}.")
+
+
+def _last_error_line(log_path: str) -> str:
+    try:
+        lines = [ln.strip() for ln in Path(log_path).read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        if any(word in line for word in ("Error", "error", "failed", "already")):
+            return f" ({line[:200]})"
+    return ""
+
+
+def up(
+    nodes: int = 3,
+    gpus_per_node: int = 2,
+    cpus_per_node: int = 2,
+    *,
+    token: str | None = None,
+    directory: Path | None = None,
+    progress: Progress | None = None,
+    timeout: float = 120.0,
+) -> LocalCluster:
+    """Start a head plus `nodes - 1` joined nodes and wait until all are ALIVE.
+
+    Args:
+        token: start the cluster with token authentication using this token.
+        directory: state directory (tests use their own so they never touch the user's cluster).
+
+    Raises:
+        LocalClusterError: a cluster is already recorded, or Ray failed; the message names the log.
+    """
+    say = progress or (lambda _msg: None)
+    if nodes < 1:
+        raise LocalClusterError("--nodes must be at least 1.")
+    existing = load(directory)
+    if existing is not None and is_running(existing):
+        raise LocalClusterError(
+            f"a local cluster is already running at {existing.dashboard_url}: "
+            "use it, or `cockpit local down` first."
+        )
+    if existing is not None:
+        down(directory=directory)
+    root = Path(f"/tmp/rc-{os.getuid()}-{os.getpid()}-{int(time.time())}")
+    root.mkdir(parents=True, mode=0o700)
+    cluster = LocalCluster(
+        root=str(root),
+        gcs_port=_free_port(),
+        dashboard_port=_free_port(),
+        client_port=_free_port(),
+        auth_token=token is not None,
+    )
+    for index in range(nodes):
+        cluster.nodes.append(
+            LocalNode(
+                index=index,
+                temp_dir=str(root / f"n{index}"),
+                agent_port=_free_port(),
+                num_gpus=gpus_per_node,
+                num_cpus=cpus_per_node,
+            )
+        )
+    try:
+        started = time.monotonic()
+        say(f"starting head node (dashboard http://127.0.0.1:{cluster.dashboard_port}) ...")
+        head = cluster.nodes[0]
+        proc = _ray_start(cluster, head, token)
+        _save(cluster, directory)
+        _wait_started(proc, head, timeout)
+        cluster.head_ip = _wait_for_dashboard(cluster, token, started + timeout)
+        _save(cluster, directory)
+        procs = []
+        for node in cluster.nodes[1:]:
+            procs.append((_ray_start(cluster, node, token), node))
+            _save(cluster, directory)
+        if procs:
+            say(f"joining {len(procs)} more node(s) ...")
+        for proc, node in procs:
+            _wait_started(proc, node, max(5.0, started + timeout - time.monotonic()))
+        _wait_for_nodes(cluster, nodes, token, started + timeout, say)
+    except BaseException:
+        down(directory=directory)
+        raise
+    say(f"{nodes} node(s) up in {time.monotonic() - started:.1f} s")
+    return cluster
+
+
+def _wait_for_dashboard(cluster: LocalCluster, token: str | None, deadline: float) -> str:
+    while True:
+        try:
+            alive = _alive_nodes(cluster, token)
+            if alive:
+                return str(alive[0].get("node_ip", "127.0.0.1"))
+        except (OSError, ValueError, KeyError, TypeError, urllib.error.URLError):
+            pass
+        if time.monotonic() > deadline:
+            raise LocalClusterError(
+                f"the dashboard at {cluster.dashboard_url} did not come up; read "
+                f"{cluster.nodes[0].temp_dir}/session_latest/logs/dashboard.log."
+            )
+        time.sleep(0.3)
+
+
+def _wait_for_nodes(
+    cluster: LocalCluster, expected: int, token: str | None, deadline: float, say: Progress
+) -> None:
+    last = -1
+    while True:
+        try:
+            count = len(_alive_nodes(cluster, token))
+        except (OSError, ValueError, KeyError, TypeError, urllib.error.URLError):
+            count = 0
+        if count != last:
+            say(f"{count}/{expected} nodes alive")
+            last = count
+        if count >= expected:
+            return
+        if time.monotonic() > deadline:
+            raise LocalClusterError(
+                f"only {count} of {expected} nodes joined; read {Path(cluster.root)}/node*-start.log."
+            )
+        time.sleep(0.3)
+
+
+def add_node(
+    gpus: int = 2,
+    cpus: int = 1,
+    *,
+    token: str | None = None,
+    directory: Path | None = None,
+    timeout: float = 60.0,
+) -> LocalNode:
+    """Join one more node to the running local cluster (used to show join progress and node death)."""
+    cluster = load(directory)
+    if cluster is None:
+        raise LocalClusterError("no local cluster is running: `cockpit local up` first.")
+    before = len(_alive_nodes(cluster, token))
+    node = LocalNode(
+        index=max(n.index for n in cluster.nodes) + 1,
+        temp_dir=str(Path(cluster.root) / f"n{len(cluster.nodes)}"),
+        agent_port=_free_port(),
+        num_gpus=gpus,
+        num_cpus=cpus,
+    )
+    cluster.nodes.append(node)
+    proc = _ray_start(cluster, node, token)
+    _save(cluster, directory)
+    _wait_started(proc, node, timeout)
+    _wait_for_nodes(cluster, before + 1, token, time.monotonic() + timeout, lambda _m: None)
+    return node
+
+
+def _session_pids(session_id: int) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        try:
+            if os.getsid(pid) == session_id and pid != os.getpid():
+                pids.append(pid)
+        except OSError:
+            continue
+    return pids
+
+
+def _pids_under(root: str) -> list[int]:
+    """Processes whose command line names the cluster's temp dir (a safety net for escaped daemons)."""
+    pids = []
+    needle = root.encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                if needle in fh.read():
+                    pids.append(int(entry))
+        except OSError:
+            continue
+    return pids
+
+
+def node_pids(node: LocalNode) -> list[int]:
+    """Every live process of one local node."""
+    return sorted(set(_session_pids(node.session_id)) | set(_pids_under(node.temp_dir)))
+
+
+def _terminate(pids: list[int], grace: float) -> None:
+    """SIGTERM, then SIGKILL what is left after `grace` s, then wait (briefly) until init reaps them."""
+    everyone = list(pids)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            pids = [p for p in pids if _running(p)]
+            if not pids:
+                break
+            time.sleep(0.1)
+        if not pids:
+            break
+    # Orphaned daemons are reaped by init; wait a little so `pgrep raylet` agrees the cluster is gone.
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") for p in everyone):
+        time.sleep(0.1)
+
+
+def _running(pid: int) -> bool:
+    """True while the process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(") ", 1)[-1][:1] != "Z"
+    except OSError:
+        return False
+
+
+def kill_node(index: int, sig: int = signal.SIGKILL, *, directory: Path | None = None) -> None:
+    """Kill every process of one node at once, as a crashed machine would (tests use SIGKILL)."""
+    cluster = load(directory)
+    if cluster is None:
+        raise LocalClusterError("no local cluster is running.")
+    for node in cluster.nodes:
+        if node.index == index:
+            for pid in node_pids(node):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, sig)
+            return
+    raise LocalClusterError(f"the local cluster has no node {index}.")
+
+
+def is_running(cluster: LocalCluster) -> bool:
+    return bool(cluster.nodes) and bool(node_pids(cluster.nodes[0]))
+
+
+def down(*, directory: Path | None = None, keep_logs: bool = False, grace: float = 5.0) -> bool:
+    """Stop every process of the remembered cluster; True if there was one."""
+    cluster = load(directory)
+    if cluster is None:
+        return False
+    pids: set[int] = set(_pids_under(cluster.root))
+    for node in cluster.nodes:
+        pids.update(node_pids(node))
+    _terminate(sorted(pids), grace)
+    _state_file(directory).unlink(missing_ok=True)
+    if not keep_logs:
+        shutil.rmtree(cluster.root, ignore_errors=True)
+    return True
