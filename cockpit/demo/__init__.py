@@ -1,0 +1,1 @@
+"""Provides the demo RL-style workload that `cockpit demo` submits to a local cluster."""

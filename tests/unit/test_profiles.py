@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from cockpit.core import profiles
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_shipped_demo_profiles_render() -> None:
+    for name in ("demo", "demo-crash"):
+        request = profiles.render(profiles.load(profiles.find(name)))
+        assert request["entrypoint"].startswith(sys.executable)
+        assert "cockpit.demo.trainer" in request["entrypoint"]
+        assert request["metadata"]["cockpit_profile"] == name
+    crash = profiles.render(profiles.load(profiles.find("demo-crash")))
+    assert crash["runtime_env"]["env_vars"]["RAY_DEBUG_POST_MORTEM"] == "1"
+    assert crash["runtime_env"]["env_vars"]["DEMO_CRASH_AT_STEP"] == "15"
+
+
+def test_secrets_are_masked_for_display(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WANDB_API_KEY", "s3cr3t-value")
+    path = write(
+        tmp_path,
+        "entrypoint: python3 train.py\nruntime_env:\n  env_vars:\n    WANDB_API_KEY: ${env:WANDB_API_KEY}\n",
+    )
+    profile = profiles.load(path)
+    shown = profiles.render(profile, mask=True)
+    assert (
+        "s3cr3t-value" not in repr(shown)
+        and shown["runtime_env"]["env_vars"]["WANDB_API_KEY"] == profiles.MASK
+    )
+    assert profiles.render(profile)["runtime_env"]["env_vars"]["WANDB_API_KEY"] == "s3cr3t-value"
+
+
+def test_overrides_kept_as_written(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "entrypoint: python3 -m verl.trainer.main_ppo\ncluster: {nodes: 2, gpus_per_node: 8}\n"
+        'overrides:\n  - trainer.nnodes=${cluster.nodes}\n  - trainer.logger=\'["console","wandb"]\'\n',
+    )
+    entry = profiles.render(profiles.load(path), ("data.train_batch_size=256",))["entrypoint"]
+    assert "trainer.nnodes=2" in entry
+    assert "data.train_batch_size=256" in entry
+    assert "trainer.logger=" in entry and "wandb" in entry
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("entrypoint: x\nbogus: 1\n", ":2: bogus: unknown key"),
+        ("name: n\n", "entrypoint: missing"),
+        (
+            "entrypoint: x\ncluster: {nodes: many}\n",
+            ":2: cluster: nodes and gpus_per_node must be whole numbers",
+        ),
+        ("entrypoint: [unclosed\n", "not valid YAML"),
+    ],
+)
+def test_errors_name_file_line_and_key(tmp_path: Path, text: str, fragment: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(profiles.ProfileError) as info:
+        profiles.load(path)
+    assert str(path) in str(info.value) and fragment in str(info.value)
+
+
+def test_unset_secret_is_one_clear_sentence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NOPE_TOKEN", raising=False)
+    path = write(tmp_path, "entrypoint: run ${env:NOPE_TOKEN}\n")
+    with pytest.raises(profiles.ProfileError, match="export NOPE_TOKEN"):
+        profiles.render(profiles.load(path))
