@@ -1,0 +1,354 @@
+"""Provides the implementation of each `cockpit` command (the parser lives in `cockpit.cli`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict
+from typing import Any
+
+from cockpit.core import local_cluster
+from cockpit.core.connection import ConnectOptions, open_dashboard
+from cockpit.core.errors import CockpitError
+from cockpit.core.join import JoinProgress
+from cockpit.core.ray_api import DashboardError
+from cockpit.core.snapshots import NA, NodeSnapshot
+from cockpit.core.targets import Target, parse_target
+from cockpit.core.units import ago, duration, human_bytes, percent
+
+EXIT_OK, EXIT_FAIL, EXIT_TIMEOUT = 0, 1, 3
+
+
+def _options(args: argparse.Namespace) -> ConnectOptions:
+    return ConnectOptions(
+        token_file=args.token_file, dashboard_port=args.dashboard_port, ssh_config=args.ssh_config
+    )
+
+
+def _err(message: str) -> None:
+    print(f"cockpit: {message}", file=sys.stderr)
+
+
+def _node_json(node: NodeSnapshot) -> dict[str, Any]:
+    def num(value: object) -> object:
+        return None if value is NA else value
+
+    return {
+        "node_id": node.node_id,
+        "hostname": node.hostname,
+        "ip": node.ip,
+        "is_head": node.is_head,
+        "state": node.state,
+        "state_message": node.state_message,
+        "gpus": node.logical_gpus,
+        "gpu_telemetry": len(node.gpus),
+        "cpus": node.logical_cpus,
+        "cpu_percent": num(node.cpu_percent),
+        "mem_used_bytes": num(node.mem_used_bytes),
+        "mem_total_bytes": num(node.mem_total_bytes),
+        "start_time": node.start_time,
+        "end_time": node.end_time,
+    }
+
+
+# -- local ---------------------------------------------------------------------------------------
+
+
+def cmd_local(args: argparse.Namespace) -> int:
+    if args.local_command == "up":
+        cluster = local_cluster.up(
+            args.nodes, args.gpus_per_node, args.cpus_per_node, progress=lambda m: print(m, file=sys.stderr)
+        )
+        print(f"local cluster up: {len(cluster.nodes)} nodes, dashboard {cluster.dashboard_url}")
+        print("use it as TARGET `local`, e.g. `cockpit connect local`; stop it with `cockpit local down`")
+        return EXIT_OK
+    if args.local_command == "down":
+        if local_cluster.down():
+            print("local cluster stopped")
+        else:
+            print("no local cluster was running")
+        return EXIT_OK
+    running = local_cluster.load()
+    if running is None or not local_cluster.is_running(running):
+        print("no local cluster is running (start one with `cockpit local up`)")
+        return EXIT_FAIL
+    print(f"dashboard: {running.dashboard_url}")
+    print(f"gcs:       {running.gcs_address}")
+    nodes = asyncio.run(_fetch_nodes(Target(kind="local", raw="local"), ConnectOptions()))
+    _print_nodes(nodes)
+    return EXIT_OK
+
+
+# -- status / wait -------------------------------------------------------------------------------
+
+
+async def _fetch_nodes(target: Target, options: ConnectOptions) -> tuple[NodeSnapshot, ...]:
+    async with open_dashboard(target, options) as client:
+        return await client.nodes(fresh=True)
+
+
+def _print_nodes(nodes: tuple[NodeSnapshot, ...]) -> None:
+    now = time.time()
+    header = f"{'NODE':10} {'HOST':16} {'IP':15} {'STATE':6} {'CPU':>5} {'MEMORY':>21} {'GPUS':>4}  JOINED"
+    print(header)
+    for node in nodes:
+        mem = f"{human_bytes(node.mem_used_bytes)}/{human_bytes(node.mem_total_bytes)}"
+        joined = ago(now - node.start_time) if node.start_time else "?"
+        head = "*" if node.is_head else " "
+        line = (
+            f"{node.node_id[:8]}{head} {node.hostname[:16]:16} {node.ip:15} {node.state:6} "
+            f"{percent(node.cpu_percent):>5} {mem:>21} {node.logical_gpus:>4g}  {joined}"
+        )
+        if not node.alive:
+            line += f"  ({node.state_message or 'no reason given'})"
+        print(line)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    target = parse_target(args.target)
+    return asyncio.run(_status(target, _options(args), args.json))
+
+
+async def _status(target: Target, options: ConnectOptions, as_json: bool) -> int:
+    async with open_dashboard(target, options) as client:
+        info, nodes, jobs = await asyncio.gather(
+            client.cluster_info(), client.nodes(fresh=True), client.jobs()
+        )
+        url = client.display_url
+    progress = JoinProgress.of(nodes)
+    job_counts = Counter(job.status for job in jobs)
+    if as_json:
+        doc = {
+            "target": target.raw,
+            "dashboard": url,
+            "ray_version": info.ray_version,
+            "python_version": None if info.python_version is NA else info.python_version,
+            "session_name": info.session_name,
+            "alive_nodes": progress.alive_nodes,
+            "dead_nodes": len(progress.dead),
+            "gpus": progress.alive_gpus,
+            "nodes": [_node_json(n) for n in nodes],
+            "jobs": dict(job_counts),
+        }
+        print(json.dumps(doc, indent=2))
+        return EXIT_OK
+    print(f"{target.raw}  Ray {info.ray_version}  Python {info.python_version}  dashboard {url}")
+    print(progress.summary())
+    for line in progress.death_lines():
+        print(f"  {line}")
+    _print_nodes(nodes)
+    if jobs:
+        print("jobs: " + ", ".join(f"{count} {status}" for status, count in sorted(job_counts.items())))
+    return EXIT_OK
+
+
+def cmd_wait(args: argparse.Namespace) -> int:
+    target = parse_target(args.target)
+    return asyncio.run(_wait(target, _options(args), args.nodes, args.gpus, args.timeout, args.interval))
+
+
+async def _wait(
+    target: Target, options: ConnectOptions, nodes: int, gpus: float | None, timeout: float, interval: float
+) -> int:
+    started = time.monotonic()
+    live = sys.stderr.isatty()
+    last_line = ""
+    progress: JoinProgress | None = None
+    problem = ""
+    async with open_dashboard(target, options) as client:
+        while True:
+            try:
+                progress = JoinProgress.of(await client.nodes(), nodes, gpus)
+                problem = ""
+            except DashboardError as exc:
+                # The head may still be starting: keep waiting, but say why nothing is counted.
+                problem = str(exc)
+            waited = time.monotonic() - started
+            line = f"[{duration(waited)}] " + (problem or (progress.summary() if progress else ""))
+            if live:
+                print(f"\r\x1b[K{line}", end="", file=sys.stderr, flush=True)
+            elif line.split("] ", 1)[1] != last_line.split("] ", 1)[-1]:
+                print(line, file=sys.stderr, flush=True)
+            last_line = line
+            if progress is not None and progress.ready and not problem:
+                if live:
+                    print(file=sys.stderr)
+                print(f"ready: {progress.summary()}")
+                return EXIT_OK
+            if waited >= timeout:
+                break
+            await asyncio.sleep(min(interval, max(0.1, timeout - waited)))
+    if live:
+        print(file=sys.stderr)
+    if progress is None:
+        _err(f"timed out after {duration(timeout)}: {problem}")
+        return EXIT_TIMEOUT
+    missing = []
+    if progress.missing_nodes:
+        missing.append(f"{progress.missing_nodes} node{'s' if progress.missing_nodes != 1 else ''} missing")
+    if progress.missing_gpus:
+        missing.append(f"{progress.missing_gpus:g} GPU{'s' if progress.missing_gpus != 1 else ''} missing")
+    gpus_text = f", {progress.alive_gpus:g}/{gpus:g} GPUs" if gpus else ""
+    _err(
+        f"timed out after {duration(timeout)}: {' and '.join(missing)} "
+        f"({progress.alive_nodes}/{nodes} nodes joined{gpus_text})"
+    )
+    for line in progress.death_lines():
+        print(f"  {line}", file=sys.stderr)
+    return EXIT_TIMEOUT
+
+
+# -- jobs ----------------------------------------------------------------------------------------
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    target = parse_target(args.target)
+
+    async def run() -> int:
+        async with open_dashboard(target, _options(args)) as client:
+            jobs = await client.jobs()
+        if args.json:
+            print(json.dumps([asdict(job) for job in jobs], indent=2, default=dict))
+            return EXIT_OK
+        now = time.time()
+        print(f"{'JOB':32} {'STATUS':10} {'STARTED':>12}  ENTRYPOINT")
+        for job in jobs:
+            started = ago(now - job.start_time) if job.start_time else "-"
+            print(f"{job.key[:32]:32} {job.status:10} {started:>12}  {job.entrypoint[:80]}")
+        return EXIT_OK
+
+    return asyncio.run(run())
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    target = parse_target(args.target)
+
+    async def run() -> int:
+        async with open_dashboard(target, _options(args)) as client:
+            stopped = await client.stop_job(args.job)
+        print(f"{args.job}: {'stop requested' if stopped else 'already finished'}")
+        return EXIT_OK
+
+    return asyncio.run(run())
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    from cockpit.core import profiles
+
+    profile = profiles.load(profiles.find(args.profile))
+    for item in args.overrides:
+        if "=" not in item:
+            raise CockpitError(f"{item!r} is not KEY=VALUE.")
+    shown = profiles.render(profile, tuple(args.overrides), mask=True)
+    if args.dry_run:
+        print(json.dumps(shown, indent=2))
+        return EXIT_OK
+    request = profiles.render(profile, tuple(args.overrides), submission_id=shown["submission_id"])
+    target = parse_target(args.target)
+
+    async def run() -> int:
+        async with open_dashboard(target, _options(args)) as client:
+            submission_id = await client.submit_job(request)
+            print(f"submitted {submission_id}")
+            if not args.follow:
+                return EXIT_OK
+            return await _follow(client, submission_id)
+
+    return asyncio.run(run())
+
+
+async def _follow(client: Any, submission_id: str) -> int:
+    """Print the driver log as it grows until the job ends (polls the last lines; no stream held open)."""
+    printed = 0
+    while True:
+        job = await client.job(submission_id)
+        if job.driver_node_id:
+            text = await client.log_file(node_id=job.driver_node_id, submission_id=submission_id, lines=-1)
+            lines = text.splitlines()
+            for line in lines[printed:]:
+                print(line)
+            printed = len(lines)
+        if job.terminal:
+            print(f"{submission_id}: {job.status} {job.message}".rstrip())
+            return EXIT_OK if job.status == "SUCCEEDED" else EXIT_FAIL
+        await asyncio.sleep(2.0)
+
+
+# -- profiles ------------------------------------------------------------------------------------
+
+
+def cmd_profiles(args: argparse.Namespace) -> int:
+    from cockpit.core import profiles
+
+    if args.profiles_command == "list":
+        for directory in profiles.search_path():
+            for path in sorted(directory.glob("*.y*ml")):
+                try:
+                    profile = profiles.load(path)
+                except profiles.ProfileError as exc:
+                    print(f"{path.stem:24} (invalid: {exc})")
+                    continue
+                print(f"{profile.name:24} {profile.description[:70]}  [{path}]")
+        return EXIT_OK
+    profile = profiles.load(profiles.find(args.name))
+    print(json.dumps(profiles.render(profile, mask=True), indent=2))
+    return EXIT_OK
+
+
+# -- the TUI -------------------------------------------------------------------------------------
+
+
+def cmd_connect(args: argparse.Namespace) -> int:
+    target = parse_target(args.target)
+    from cockpit.ui.app import CockpitApp
+
+    app = CockpitApp(
+        target,
+        _options(args),
+        expect_nodes=args.expect_nodes,
+        expect_gpus=args.expect_gpus,
+        layout=args.layout,
+    )
+    app.run()
+    return app.return_code or EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from cockpit.core import profiles
+
+    profile = profiles.load(profiles.find(args.profile))
+    existing = local_cluster.load()
+    started_here = existing is None or not local_cluster.is_running(existing)
+    if started_here:
+        print(f"starting a local Ray cluster: {args.nodes} nodes x {args.gpus_per_node} logical GPUs ...")
+        local_cluster.up(args.nodes, args.gpus_per_node, progress=lambda m: print(f"  {m}"))
+    else:
+        print("using the local cluster that is already running (it is left running on exit)")
+    try:
+        target = Target(kind="local", raw="local")
+
+        async def submit() -> str:
+            async with open_dashboard(target) as client:
+                return await client.submit_job(profiles.render(profile))
+
+        submission_id = asyncio.run(submit())
+        print(f"submitted the {profile.name} job: {submission_id}")
+        from cockpit.ui.app import CockpitApp
+
+        app = CockpitApp(
+            target,
+            ConnectOptions(),
+            expect_nodes=args.nodes,
+            expect_gpus=args.nodes * args.gpus_per_node,
+            title_suffix="demo",
+        )
+        app.run()
+    finally:
+        if started_here and not args.keep:
+            print("stopping the local Ray cluster ...")
+            local_cluster.down()
+    return EXIT_OK

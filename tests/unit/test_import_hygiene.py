@@ -1,0 +1,54 @@
+"""The headless core never imports Textual, and light commands never import Ray.
+
+These run the real thing in a subprocess and look at `sys.modules`: the only way to prove a deferral
+actually defers.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import cockpit
+
+
+def modules_after(code: str) -> set[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", f"{code}\nimport sys, json\nprint(json.dumps(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return set(json.loads(out.strip().splitlines()[-1]))
+
+
+def test_core_imports_no_textual_and_no_ray() -> None:
+    core = Path(cockpit.__file__).parent / "core"
+    names = [p.stem for p in core.glob("*.py") if p.stem not in ("__init__", "local_cluster")]
+    loaded = modules_after("\n".join(f"import cockpit.core.{n}" for n in names))
+    assert {f"cockpit.core.{n}" for n in names} <= loaded
+    assert not any(m == "textual" or m.startswith("textual.") for m in loaded)
+    assert "ray" not in loaded
+
+
+def test_local_cluster_does_not_import_textual() -> None:
+    loaded = modules_after("import cockpit.core.local_cluster")
+    assert not any(m.startswith("textual") for m in loaded)
+
+
+def test_status_help_imports_no_ray_and_no_textual() -> None:
+    code = (
+        "import sys\nfrom cockpit import cli\n"
+        "try:\n    cli.main(['status', '--help'])\nexcept SystemExit:\n    pass"
+    )
+    loaded = modules_after(code)
+    assert "cockpit.cli" in loaded
+    assert "ray" not in loaded
+    assert not any(m.startswith("textual") for m in loaded)
+
+
+def test_status_command_path_imports_no_ray() -> None:
+    loaded = modules_after("import cockpit.commands")
+    assert "cockpit.commands" in loaded and "ray" not in loaded
