@@ -1,0 +1,1 @@
+"""Provides the Textual user interface of the cockpit (imported only by `cockpit connect` / `demo`)."""

@@ -1,0 +1,209 @@
+"""Provides the cockpit's Textual app: navigation between screens and the cluster poller.
+
+Cadence lives here, not in the core: the poller asks for nodes and jobs, and re-arms a one-shot timer
+when the answer (or the failure) is handled, so two polls never overlap and a slow head slows the
+poller instead of piling up requests. Only the visible screen is re-rendered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from contextlib import AsyncExitStack
+from typing import ClassVar
+
+from textual import on, work
+from textual.app import App
+from textual.binding import Binding, BindingType
+from textual.worker import Worker, WorkerState
+
+from cockpit.core.connection import ConnectOptions, open_dashboard
+from cockpit.core.errors import CockpitError
+from cockpit.core.layouts import Layout, load_layout
+from cockpit.core.ray_api import AuthenticationRejected, AuthenticationRequired, DashboardClient
+from cockpit.core.snapshots import ClusterInfo, ClusterSnapshot, JobRow
+from cockpit.core.targets import Target
+from cockpit.ui.messages import ClusterInfoLoaded, ClusterPolled, PollFailed
+from cockpit.ui.screens.base import CockpitScreen
+from cockpit.ui.screens.cluster import ClusterScreen
+from cockpit.ui.screens.help import HelpScreen
+from cockpit.ui.screens.upcoming import ActorsScreen, DebuggerScreen, GpuScreen, JobsScreen, LogsScreen
+from cockpit.ui.widgets.status_bar import StatusBar
+
+NODE_POLL_SECONDS = 2.0
+"""Node table cadence. `/api/v0/nodes` is a cheap GCS read; the host stats behind it refresh every 5 s."""
+JOB_POLL_EVERY = 3
+"""Jobs are fetched on every third node poll (they change rarely; the list grows with history)."""
+RETRY_SECONDS = (1.0, 2.0, 4.0, 8.0, 15.0)
+
+
+class CockpitApp(App[int]):
+    """The cockpit on one cluster."""
+
+    CSS_PATH = "app.tcss"
+    MODES: ClassVar[dict[str, type[CockpitScreen]]] = {  # type: ignore[assignment]
+        "cluster": ClusterScreen,
+        "gpus": GpuScreen,
+        "actors": ActorsScreen,
+        "jobs": JobsScreen,
+        "logs": LogsScreen,
+        "debugger": DebuggerScreen,
+    }
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("1", "switch_mode('cluster')", "Cluster", id="nav.cluster"),
+        Binding("2", "switch_mode('gpus')", "GPUs", id="nav.gpus"),
+        Binding("3", "switch_mode('actors')", "Actors", id="nav.actors"),
+        Binding("4", "switch_mode('jobs')", "Jobs", id="nav.jobs"),
+        Binding("5", "switch_mode('logs')", "Logs", id="nav.logs"),
+        Binding("6", "switch_mode('debugger')", "Debugger", id="nav.debugger"),
+        Binding("r", "refresh_now", "Refresh", id="app.refresh"),
+        Binding("question_mark", "help", "Help", key_display="?", id="app.help"),
+        Binding("q", "quit", "Quit", id="app.quit"),
+    ]
+
+    def __init__(
+        self,
+        target: Target,
+        options: ConnectOptions | None = None,
+        *,
+        expect_nodes: int | None = None,
+        expect_gpus: float | None = None,
+        layout: str = "default",
+        title_suffix: str = "",
+    ) -> None:
+        super().__init__()
+        self.target = target
+        self.options = options or ConnectOptions()
+        self.expect_nodes = expect_nodes
+        self.expect_gpus = expect_gpus
+        self.layout: Layout = load_layout(layout)
+        self.title_suffix = title_suffix
+        self.snapshot: ClusterSnapshot | None = None
+        """The latest cluster data; kept (and shown as stale) while the cluster does not answer."""
+        self.info: ClusterInfo | None = None
+        self.connection_state = "connecting"
+        self.connection_detail = ""
+        self._client: DashboardClient | None = None
+        self._stack = AsyncExitStack()
+        self._polls = 0
+        self._failures = 0
+        self._jobs: tuple[JobRow, ...] = ()
+        self._next_poll: asyncio.TimerHandle | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def on_mount(self) -> None:
+        self.title = f"ray-cockpit · {self.target.raw}"
+        await self.switch_mode("cluster")
+        self.poll_cluster()
+
+    async def on_unmount(self) -> None:
+        await self._stack.aclose()
+
+    def sync_status_bar(self, screen: CockpitScreen | None = None) -> None:
+        screen = screen or (self.screen if isinstance(self.screen, CockpitScreen) else None)
+        if screen is None:
+            return
+        for bar in screen.query(StatusBar):
+            bar.target = self.target.raw + (f" ({self.title_suffix})" if self.title_suffix else "")
+            bar.ray_version = self.info.ray_version if self.info else ""
+            bar.state = self.connection_state
+            bar.detail = self.connection_detail
+            bar.data_time = self.snapshot.fetched_at if self.snapshot else None
+            bar.screen_title = screen.TITLE
+            bar.refresh()
+
+    # -- polling -------------------------------------------------------------------------------
+
+    async def _dashboard(self) -> DashboardClient:
+        if self._client is None:
+            self._client = await self._stack.enter_async_context(open_dashboard(self.target, self.options))
+        return self._client
+
+    @work(exclusive=True, group="cluster-poll", exit_on_error=False, description="Polling nodes and jobs")
+    async def poll_cluster(self) -> None:
+        try:
+            client = await self._dashboard()
+            if self.info is None:
+                self.post_message(ClusterInfoLoaded(await client.cluster_info()))
+            fetch_jobs = self._polls % JOB_POLL_EVERY == 0
+            if fetch_jobs:
+                nodes, jobs = await asyncio.gather(client.nodes(fresh=self._polls == 0), client.jobs())
+                self._jobs = jobs
+            else:
+                nodes = await client.nodes()
+            self._polls += 1
+            self.post_message(
+                ClusterPolled(ClusterSnapshot(nodes=nodes, jobs=self._jobs, fetched_at=time.time()))
+            )
+        except (AuthenticationRequired, AuthenticationRejected) as exc:
+            self.post_message(PollFailed(str(exc), permanent=True))
+        except CockpitError as exc:
+            self.post_message(PollFailed(str(exc)))
+
+    def _schedule_poll(self, delay: float) -> None:
+        self.set_timer(delay, self.poll_cluster, name="cluster-poll")
+
+    @on(ClusterInfoLoaded)
+    def _info_loaded(self, message: ClusterInfoLoaded) -> None:
+        self.info = message.info
+        self.sync_status_bar()
+
+    @on(ClusterPolled)
+    def _cluster_polled(self, message: ClusterPolled) -> None:
+        self.snapshot = message.snapshot
+        self.connection_state = "connected"
+        self.connection_detail = ""
+        self._failures = 0
+        self._refresh_visible()
+        self._schedule_poll(NODE_POLL_SECONDS)
+
+    @on(PollFailed)
+    def _poll_failed(self, message: PollFailed) -> None:
+        self.connection_state = "unreachable"
+        if message.permanent:
+            self.connection_detail = f"{message.reason} (not retrying; fix and press r)"
+        else:
+            delay = RETRY_SECONDS[min(self._failures, len(RETRY_SECONDS) - 1)]
+            self._failures += 1
+            self.connection_detail = f"{message.reason} · retry {self._failures} in {delay:.0f} s"
+            self._schedule_poll(delay)
+        self._refresh_visible()
+
+    @on(Worker.StateChanged)
+    def _worker_failed(self, event: Worker.StateChanged) -> None:
+        """Bugs in a worker are reported once here and the poller goes on, instead of killing the app."""
+        if event.state == WorkerState.ERROR:
+            error = event.worker.error
+            self.notify(
+                f"{event.worker.description or event.worker.name} failed: {error!r}", severity="error"
+            )
+            if event.worker.group == "cluster-poll":
+                self._schedule_poll(RETRY_SECONDS[-1])
+
+    def _refresh_visible(self) -> None:
+        screen = self.screen
+        if isinstance(screen, CockpitScreen):
+            self.sync_status_bar(screen)
+            screen.refresh_view()
+
+    # -- actions -------------------------------------------------------------------------------
+
+    def action_refresh_now(self) -> None:
+        self._failures = 0
+        self.poll_cluster()
+
+    def action_help(self) -> None:
+        app_keys = [(b.key_display or b.key, b.description) for b in self._bindings_of(self)]
+        sections = [("Everywhere", app_keys)]
+        screen = self.screen
+        screen_keys = [(b.key_display or b.key, b.description) for b in self._bindings_of(screen)]
+        if screen_keys:
+            sections.append((getattr(screen, "TITLE", "This screen"), screen_keys))
+        sections.append(("Tables", [("↑ ↓ PgUp PgDn", "move the cursor"), ("Home End", "first / last row")]))
+        self.push_screen(HelpScreen(sections))
+
+    @staticmethod
+    def _bindings_of(node: object) -> list[Binding]:
+        bindings = getattr(node, "BINDINGS", [])
+        return [b for b in bindings if isinstance(b, Binding) and b.show]

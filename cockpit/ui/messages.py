@@ -1,0 +1,34 @@
+"""Provides the app-wide messages: what the pollers found, or why they found nothing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.message import Message
+
+from cockpit.core.snapshots import ClusterInfo, ClusterSnapshot
+
+
+@dataclass
+class ClusterPolled(Message):
+    """A fresh cluster snapshot arrived."""
+
+    snapshot: ClusterSnapshot
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ClusterPolled)
+
+
+@dataclass
+class ClusterInfoLoaded(Message):
+    """Versions of the cluster, fetched once per connection."""
+
+    info: ClusterInfo
+
+
+@dataclass
+class PollFailed(Message):
+    """The cluster did not answer; `reason` is one sentence for the header."""
+
+    reason: str
+    permanent: bool = False

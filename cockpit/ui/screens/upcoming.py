@@ -1,0 +1,53 @@
+"""Provides the screens whose features are not built yet: each says so plainly and names its issue."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Center, Middle
+from textual.widgets import Static
+
+from cockpit.ui.screens.base import CockpitScreen
+
+
+class UpcomingScreen(CockpitScreen):
+    """A navigation slot whose feature is tracked by an open issue; shows no made-up data."""
+
+    FEATURE = ""
+    ISSUE = 0
+
+    def compose_body(self) -> ComposeResult:
+        tracked = f" (issue #{self.ISSUE})" if self.ISSUE else ""
+        with Middle(), Center():
+            yield Static(
+                f"[b]{self.TITLE}[/b]\n\n{self.FEATURE}\n\nNot built yet{tracked}.\n"
+                "Press [b]1[/b] for the Cluster screen, [b]?[/b] for keys.",
+                classes="upcoming",
+            )
+
+
+class GpuScreen(UpcomingScreen):
+    TITLE = "2 GPUs"
+    FEATURE = "Per-GPU utilization, memory and history on every node (NVIDIA and AMD)."
+    ISSUE = 4
+
+
+class ActorsScreen(UpcomingScreen):
+    TITLE = "3 Actors"
+    FEATURE = "Ray actors: filter, sort, role, node, GPU, state, restarts."
+
+
+class JobsScreen(UpcomingScreen):
+    TITLE = "4 Jobs"
+    FEATURE = "Launch jobs from saved profiles with pre-flight checks; follow and stop them."
+    ISSUE = 5
+
+
+class LogsScreen(UpcomingScreen):
+    TITLE = "5 Logs"
+    FEATURE = "Live driver, actor and worker logs with search, filters and error highlighting."
+    ISSUE = 6
+
+
+class DebuggerScreen(UpcomingScreen):
+    TITLE = "6 Debugger"
+    FEATURE = "Attach to workers paused in the post-mortem debugger (debugpy), in the terminal."

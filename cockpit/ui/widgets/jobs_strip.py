@@ -1,0 +1,50 @@
+"""Provides the jobs strip of the Cluster screen: the newest jobs with their status and run time."""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual.widgets import Static
+
+from cockpit.core.snapshots import JobRow
+from cockpit.core.units import duration
+
+STATUS_STYLE = {
+    "RUNNING": "bold green",
+    "PENDING": "bold yellow",
+    "SUCCEEDED": "green",
+    "FAILED": "bold red",
+    "STOPPED": "yellow",
+}
+
+
+class JobsStrip(Static):
+    """Up to `limit` newest jobs, one line each."""
+
+    DEFAULT_CSS = """
+    JobsStrip { height: auto; max-height: 6; border: round $primary; padding: 0 1; }
+    """
+
+    def __init__(self, limit: int = 4, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.limit = limit
+        self.border_title = "Jobs"
+
+    def show(self, jobs: tuple[JobRow, ...]) -> None:
+        if not jobs:
+            self.update(Text("no jobs yet (submit one with `cockpit submit TARGET PROFILE`)", style="dim"))
+            return
+        now = time.time()
+        text = Text()
+        for i, job in enumerate(jobs[: self.limit]):
+            if i:
+                text.append("\n")
+            end = job.end_time or now
+            ran = duration(end - job.start_time) if job.start_time else "-"
+            text.append(f"{job.status:9}", style=STATUS_STYLE.get(job.status, ""))
+            text.append(f" {job.key}  {ran}  ")
+            text.append(job.entrypoint[-60:], style="dim")
+        running = sum(1 for j in jobs if j.status == "RUNNING")
+        self.border_subtitle = f"{running} running · {len(jobs)} total"
+        self.update(text)

@@ -1,0 +1,53 @@
+"""Provides the header line: target, Ray version, connection state and the age of the data."""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from cockpit.core.units import duration
+
+
+class StatusBar(Static):
+    """One line at the top of every screen. Re-rendered when the app's connection facts change."""
+
+    DEFAULT_CSS = """
+    StatusBar { height: 1; background: $panel; color: $text; padding: 0 1; }
+    """
+
+    target: reactive[str] = reactive("")
+    screen_title: reactive[str] = reactive("")
+    ray_version: reactive[str] = reactive("")
+    state: reactive[str] = reactive("connecting")
+    """connecting | connected | unreachable"""
+    detail: reactive[str] = reactive("")
+    data_time: reactive[float | None] = reactive(None)
+
+    def render(self) -> Text:
+        text = Text()
+        text.append("ray-cockpit", style="bold")
+        text.append(f" · {self.target}")
+        if self.ray_version:
+            text.append(f" · Ray {self.ray_version}")
+        text.append(" · ")
+        if self.state == "connected":
+            text.append("● connected", style="bold green")
+        elif self.state == "connecting":
+            text.append("◌ connecting…", style="bold yellow")
+        else:
+            text.append("✖ unreachable", style="bold red")
+        if self.data_time is not None:
+            age = time.time() - self.data_time
+            stale = self.state != "connected"
+            text.append(
+                f" · data {duration(age)} old" if stale else f" · data {duration(age)} ago",
+                style="bold red" if stale else "dim",
+            )
+        if self.screen_title:
+            text.append(f" · {self.screen_title}", style="bold")
+        if self.detail:
+            text.append(f" · {self.detail}", style="italic")
+        return text
