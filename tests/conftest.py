@@ -1,0 +1,60 @@
+"""Provides the session fixtures: one real local Ray cluster (3 nodes x 2 logical GPUs) and a demo job."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cockpit.core import profiles
+from cockpit.core.ray_api import DashboardClient
+from tests.harness.cluster import ClusterHandle, running_cluster
+
+SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "ray-2.60-samples"
+"""Dashboard responses captured from Ray 2.60 (../shared beside the checkout)."""
+
+
+@pytest.fixture(scope="session")
+def samples_dir() -> Path:
+    if not SAMPLES.is_dir():
+        pytest.skip(f"captured Ray samples not found at {SAMPLES} (../shared is laid beside the checkout)")
+    return SAMPLES
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]:
+    """The real cluster every integration and UI test shares; `local` resolves to it in subprocesses."""
+    state_dir = tmp_path_factory.mktemp("cockpit-state")
+    previous = os.environ.get("COCKPIT_STATE_DIR")
+    os.environ["COCKPIT_STATE_DIR"] = str(state_dir)
+    try:
+        with running_cluster(state_dir) as handle:
+            yield handle
+    finally:
+        if previous is None:
+            os.environ.pop("COCKPIT_STATE_DIR", None)
+        else:
+            os.environ["COCKPIT_STATE_DIR"] = previous
+
+
+@pytest.fixture(scope="session")
+def demo_job(ray_cluster: ClusterHandle) -> str:
+    """The demo RL job, running on the session cluster for the whole session (long enough for every test)."""
+    profile = profiles.load(profiles.find("demo"))
+    request = profiles.render(profile, submission_id="test-demo")
+    request["runtime_env"]["env_vars"]["DEMO_STEPS"] = "100000"
+
+    async def submit() -> str:
+        async with DashboardClient(ray_cluster.url) as client:
+            submission_id = await client.submit_job(request)
+            for _ in range(120):
+                actors = await client.actors(filters=[("state", "=", "ALIVE")])
+                if sum(1 for a in actors.rows if a.class_name != "JobSupervisor") >= 8:
+                    return submission_id
+                await asyncio.sleep(0.5)
+            raise AssertionError("the demo job's 8 actors did not come up within 60 s")
+
+    return asyncio.run(submit())

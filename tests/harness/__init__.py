@@ -1,0 +1,1 @@
+"""Provides test harnesses for real components: OpenSSH servers and local Ray clusters."""

@@ -1,0 +1,75 @@
+"""Provides the real local Ray cluster the tests share, started through the cockpit's own `local up`."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from cockpit.core import local_cluster
+from cockpit.core.local_cluster import LocalCluster
+from cockpit.core.ray_api import DashboardClient
+
+NODES = 3
+GPUS_PER_NODE = 2
+
+
+@dataclass
+class ClusterHandle:
+    """The session cluster: where it is remembered and how to reach its dashboard."""
+
+    cluster: LocalCluster
+    state_dir: Path
+
+    @property
+    def url(self) -> str:
+        return self.cluster.dashboard_url
+
+    def client(self) -> DashboardClient:
+        return DashboardClient(self.url)
+
+
+@contextmanager
+def running_cluster(
+    state_dir: Path, nodes: int = NODES, gpus: int = GPUS_PER_NODE
+) -> Iterator[ClusterHandle]:
+    """Start a cluster remembered in `state_dir` and stop it on exit, even when a test failed."""
+    cluster = local_cluster.up(nodes, gpus, directory=state_dir)
+    try:
+        yield ClusterHandle(cluster=cluster, state_dir=state_dir)
+    finally:
+        local_cluster.down(directory=state_dir)
+
+
+def wait_for(predicate_async, timeout: float = 60.0, interval: float = 0.5):  # type: ignore[no-untyped-def]
+    """Poll an async predicate until it returns something truthy; returns that value."""
+
+    async def run():  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + timeout
+        while True:
+            value = await predicate_async()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"condition not met within {timeout:.0f} s")
+            await asyncio.sleep(interval)
+
+    return run()
+
+
+def ray_processes_under(root: str) -> list[int]:
+    """Pids of processes whose command line names `root` (a cluster's temp dir)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    if root.encode() in fh.read():
+                        out.append(int(entry))
+            except OSError:
+                pass
+    return out

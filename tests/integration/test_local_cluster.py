@@ -1,0 +1,69 @@
+"""`cockpit local up | status | down` on a cluster of its own (the session cluster stays untouched)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cockpit.core import local_cluster
+from cockpit.core.errors import LocalClusterError
+from tests.harness.cluster import ray_processes_under
+
+pytestmark = pytest.mark.cluster
+
+
+def cockpit(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cockpit.cli", *args], capture_output=True, text=True, env=env, timeout=180
+    )
+
+
+def test_up_status_down_leaves_no_ray_process(tmp_path: Path, ray_cluster: object) -> None:
+    env = {**os.environ, "COCKPIT_STATE_DIR": str(tmp_path)}
+    up = cockpit("local", "up", "--nodes", "2", "--gpus-per-node", "1", "--cpus-per-node", "1", env=env)
+    assert up.returncode == 0, up.stderr
+    assert "2/2 nodes alive" in up.stderr
+    cluster = local_cluster.load(tmp_path)
+    assert cluster is not None
+    try:
+        assert ray_processes_under(cluster.root), "the cluster's processes run under its temp dir"
+        status = cockpit("local", "status", env=env)
+        assert status.returncode == 0, status.stderr
+        assert f"http://127.0.0.1:{cluster.dashboard_port}" in status.stdout
+        assert status.stdout.count("ALIVE") == 2
+
+        again = cockpit("local", "up", env=env)
+        assert again.returncode == 1
+        assert (
+            again.stderr.startswith("cockpit: a local cluster is already running")
+            and again.stderr.count("\n") == 1
+        )
+
+        as_json = cockpit("status", "local", "--json", env=env)
+        doc = json.loads(as_json.stdout)
+        assert doc["alive_nodes"] == 2 and doc["gpus"] == 2
+    finally:
+        down = cockpit("local", "down", env=env)
+    assert down.returncode == 0 and "stopped" in down.stdout
+    assert ray_processes_under(cluster.root) == []
+    assert local_cluster.load(tmp_path) is None
+    assert not Path(cluster.root).exists()
+    # The session cluster was not touched by that `down`.
+    assert ray_processes_under(ray_cluster.cluster.root)  # type: ignore[attr-defined]
+
+
+def test_status_without_cluster_is_one_line(tmp_path: Path) -> None:
+    env = {**os.environ, "COCKPIT_STATE_DIR": str(tmp_path)}
+    result = cockpit("status", "local", env=env)
+    assert result.returncode == 1
+    assert result.stderr == "cockpit: no local cluster is running: start one with `cockpit local up`.\n"
+
+
+def test_kill_node_requires_a_cluster(tmp_path: Path) -> None:
+    with pytest.raises(LocalClusterError, match="no local cluster"):
+        local_cluster.kill_node(1, directory=tmp_path)

@@ -1,0 +1,121 @@
+"""Pilot tests of the Cluster screen against the real local cluster, including a node killed mid-run."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable
+
+import pytest
+from textual.pilot import Pilot
+
+from cockpit.core import local_cluster
+from cockpit.core.targets import parse_target
+from cockpit.ui.app import CockpitApp
+from cockpit.ui.messages import ClusterPolled, PollFailed
+from cockpit.ui.screens.cluster import ClusterScreen
+from cockpit.ui.screens.help import HelpScreen
+from cockpit.ui.screens.upcoming import GpuScreen
+from cockpit.ui.widgets.join_progress import JoinPanel
+from cockpit.ui.widgets.node_table import NodeTable
+from cockpit.ui.widgets.status_bar import StatusBar
+from tests.harness.cluster import ClusterHandle
+
+pytestmark = pytest.mark.cluster
+
+
+async def until(pilot: Pilot[int], condition: Callable[[], object], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout:.0f} s")
+        await pilot.pause(0.25)
+
+
+def cell(table: NodeTable, node_id: str, column: str) -> str:
+    return str(table.get_cell(node_id, column))
+
+
+def alive_rows(table: NodeTable) -> list[str]:
+    return [key.value for key in table.rows if key.value and cell(table, key.value, "state") == "ALIVE"]
+
+
+async def test_cluster_screen_shows_nodes_and_join_progress(
+    ray_cluster: ClusterHandle, demo_job: str
+) -> None:
+    messages: list[object] = []
+    app = CockpitApp(parse_target("local"), expect_nodes=3, expect_gpus=6)
+    async with app.run_test(size=(120, 40), message_hook=messages.append) as pilot:
+        table = app.screen.query_one(NodeTable)
+        await until(pilot, lambda: len(alive_rows(table)) >= 3)
+        assert isinstance(app.screen, ClusterScreen)
+        polled = [m for m in messages if isinstance(m, ClusterPolled)]
+        snapshot = polled[-1].snapshot
+        head = next(n for n in snapshot.nodes if n.is_head)
+        assert cell(table, head.node_id, "node").endswith("★")
+        assert cell(table, head.node_id, "gpus") == "2 (logical)"
+        join = app.screen.query_one(JoinPanel)
+        assert join.has_class("ready") and "READY" in str(join.render())
+        bar = app.screen.query_one(StatusBar)
+        await until(pilot, lambda: bar.ray_version != "")
+        header = str(bar.render())
+        assert "local" in header and f"Ray {bar.ray_version}" in header and "connected" in header
+        await until(pilot, lambda: demo_job in str(app.screen.query_one("#jobs").render()))
+        assert "RUNNING" in str(app.screen.query_one("#jobs").render())
+
+
+async def test_node_killed_mid_run_turns_dead_with_reason(ray_cluster: ClusterHandle) -> None:
+    app = CockpitApp(parse_target("local"))
+    async with app.run_test(size=(160, 40)) as pilot:
+        table = app.screen.query_one(NodeTable)
+        await until(pilot, lambda: len(alive_rows(table)) >= 3)
+        before = set(alive_rows(table))
+        node = local_cluster.add_node(gpus=2, cpus=1, directory=ray_cluster.state_dir)
+        await until(pilot, lambda: len(set(alive_rows(table)) - before) == 1, timeout=30)
+        (new_id,) = set(alive_rows(table)) - before
+        local_cluster.kill_node(node.index, signal.SIGKILL, directory=ray_cluster.state_dir)
+        # Ray marks a SIGKILLed node DEAD after its missed heartbeats (about 13 s here).
+        await until(pilot, lambda: cell(table, new_id, "state") == "DEAD", timeout=90)
+        assert "health check failed" in cell(table, new_id, "reason")
+        assert set(alive_rows(table)) == before  # the others stay ALIVE, the dead one stays listed
+        # The screen keeps working: navigate away and back, open help.
+        await pilot.press("2")
+        assert isinstance(app.screen, GpuScreen)
+        await pilot.press("1")
+        assert isinstance(app.screen, ClusterScreen)
+        assert cell(app.screen.query_one(NodeTable), new_id, "state") == "DEAD"
+        join = str(app.screen.query_one(JoinPanel).render())
+        assert "1 dead node" in join
+
+
+async def test_unreachable_dashboard_is_shown_and_retried() -> None:
+    messages: list[object] = []
+    app = CockpitApp(parse_target("http://127.0.0.1:9"))
+    async with app.run_test(size=(100, 30), message_hook=messages.append) as pilot:
+        await until(pilot, lambda: sum(isinstance(m, PollFailed) for m in messages) >= 2, timeout=20)
+        header = str(app.screen.query_one(StatusBar).render())
+        assert "unreachable" in header and "cannot reach the Ray dashboard" in header and "retry" in header
+        await pilot.press("q")
+    assert app.return_code in (0, None)
+
+
+async def test_number_keys_and_help(ray_cluster: ClusterHandle) -> None:
+    app = CockpitApp(parse_target("local"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        for key, title in (
+            ("2", "2 GPUs"),
+            ("3", "3 Actors"),
+            ("4", "4 Jobs"),
+            ("5", "5 Logs"),
+            ("6", "6 Debugger"),
+        ):
+            await pilot.press(key)
+            assert getattr(app.screen, "TITLE", "") == title
+            assert "Not built yet" in str(app.screen.query_one(".upcoming").render())
+        await pilot.press("1")
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        text = str(app.screen.query_one("#help-text").render())
+        assert "Cluster" in text and "Quit" in text
+        await pilot.press("escape")
+        assert isinstance(app.screen, ClusterScreen)
