@@ -55,7 +55,7 @@ class CockpitApp(App[int]):
         Binding("3", "switch_mode('actors')", "Actors", id="nav.actors"),
         Binding("4", "switch_mode('jobs')", "Jobs", id="nav.jobs"),
         Binding("5", "switch_mode('logs')", "Logs", id="nav.logs"),
-        Binding("6", "switch_mode('debugger')", "Debugger", id="nav.debugger"),
+        Binding("6", "switch_mode('debugger')", "Debug", id="nav.debugger"),
         Binding("r", "refresh_now", "Refresh", id="app.refresh"),
         Binding("question_mark", "help", "Help", key_display="?", id="app.help"),
         Binding("q", "quit", "Quit", id="app.quit"),

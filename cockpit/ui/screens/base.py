@@ -29,7 +29,8 @@ class CockpitScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status-bar")
         yield from self.compose_body()
-        yield Footer()
+        # Compact, no palette hint: at 80 columns every key, `?` and `q` included, must stay visible.
+        yield Footer(compact=True, show_command_palette=False)
 
     def compose_body(self) -> ComposeResult:
         yield from ()

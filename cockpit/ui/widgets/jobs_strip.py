@@ -23,7 +23,10 @@ class JobsStrip(Static):
     """Up to `limit` newest jobs, one line each."""
 
     DEFAULT_CSS = """
-    JobsStrip { height: auto; max-height: 6; border: round $primary; padding: 0 1; }
+    JobsStrip {
+        height: auto; max-height: 6; border: round $primary; padding: 0 1;
+        text-wrap: nowrap; text-overflow: ellipsis;
+    }
     """
 
     def __init__(self, limit: int = 4, **kwargs: object) -> None:
@@ -36,7 +39,7 @@ class JobsStrip(Static):
             self.update(Text("no jobs yet (submit one with `cockpit submit TARGET PROFILE`)", style="dim"))
             return
         now = time.time()
-        text = Text()
+        text = Text(no_wrap=True, overflow="ellipsis")
         for i, job in enumerate(jobs[: self.limit]):
             if i:
                 text.append("\n")
@@ -44,7 +47,7 @@ class JobsStrip(Static):
             ran = duration(end - job.start_time) if job.start_time else "-"
             text.append(f"{job.status:9}", style=STATUS_STYLE.get(job.status, ""))
             text.append(f" {job.key}  {ran}  ")
-            text.append(job.entrypoint[-60:], style="dim")
+            text.append(job.entrypoint, style="dim")
         running = sum(1 for j in jobs if j.status == "RUNNING")
         self.border_subtitle = f"{running} running · {len(jobs)} total"
         self.update(text)

@@ -27,11 +27,11 @@ class StatusBar(Static):
     data_time: reactive[float | None] = reactive(None)
 
     def render(self) -> Text:
-        text = Text()
-        text.append("ray-cockpit", style="bold")
-        text.append(f" · {self.target}")
-        if self.ray_version:
-            text.append(f" · Ray {self.ray_version}")
+        # Most important first: at 80 columns the tail is cut.
+        text = Text(no_wrap=True, overflow="ellipsis")
+        if self.screen_title:
+            text.append(f"{self.screen_title} · ", style="bold")
+        text.append(self.target, style="bold")
         text.append(" · ")
         if self.state == "connected":
             text.append("● connected", style="bold green")
@@ -41,13 +41,12 @@ class StatusBar(Static):
             text.append("✖ unreachable", style="bold red")
         if self.data_time is not None:
             age = time.time() - self.data_time
-            stale = self.state != "connected"
-            text.append(
-                f" · data {duration(age)} old" if stale else f" · data {duration(age)} ago",
-                style="bold red" if stale else "dim",
-            )
-        if self.screen_title:
-            text.append(f" · {self.screen_title}", style="bold")
+            if self.state == "connected":
+                text.append(f" · data {duration(age)} ago", style="dim")
+            else:
+                text.append(f" · data {duration(age)} old", style="bold red")
+        if self.ray_version:
+            text.append(f" · Ray {self.ray_version}")
         if self.detail:
             text.append(f" · {self.detail}", style="italic")
         return text

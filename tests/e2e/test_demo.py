@@ -1,0 +1,78 @@
+"""`cockpit demo` driven as a person would: in a real terminal (tmux, 100x30), then `q`."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cockpit.core import local_cluster
+from tests.harness.cluster import ray_processes_under
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+
+class Terminal:
+    """A tmux session on its own server socket, so it never touches the user's tmux."""
+
+    def __init__(self, name: str, width: int, height: int) -> None:
+        self.base = ["tmux", "-L", name]
+        size = ["-x", str(width), "-y", str(height)]
+        subprocess.run([*self.base, "new-session", "-d", "-s", name, *size], check=True)
+        self.name = name
+
+    def type(self, *keys: str) -> None:
+        subprocess.run([*self.base, "send-keys", "-t", self.name, *keys], check=True)
+
+    def screen(self) -> str:
+        return subprocess.run(
+            [*self.base, "capture-pane", "-p", "-t", self.name], capture_output=True, text=True, check=True
+        ).stdout
+
+    def wait_for(self, predicate, timeout: float) -> str:  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self.screen()
+            if predicate(text):
+                return text
+            if time.monotonic() > deadline:
+                raise AssertionError(f"screen after {timeout:.0f} s:\n{text}")
+            time.sleep(0.5)
+
+    def close(self) -> None:
+        subprocess.run([*self.base, "kill-server"], check=False, capture_output=True)
+
+
+def test_demo_shows_nodes_and_running_job_then_quits_clean(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    term = Terminal(f"cockpit-demo-{os.getpid()}", 100, 30)
+    root = None
+    try:
+        python = shlex.quote(sys.executable)
+        command = f"COCKPIT_STATE_DIR={shlex.quote(str(state))} {python} -m cockpit.cli demo"
+        term.type(f"{command}; echo demo-exit=$?", "Enter")
+        started = time.monotonic()
+        text = term.wait_for(lambda s: "Nodes    3/3" in s and "RUNNING" in s and "demo-" in s, timeout=90)
+        took = time.monotonic() - started
+        assert "READY" in text and "GPUs     6/6" in text
+        assert text.count("ALIVE") == 3
+        assert "connected" in text and "Ray " in text
+        cluster = local_cluster.load(state)
+        assert cluster is not None
+        root = cluster.root
+        assert ray_processes_under(root)
+        term.type("q")
+        term.wait_for(lambda s: "demo-exit=0" in s, timeout=60)
+        assert ray_processes_under(root) == [], "quitting the demo leaves no Ray process"
+        assert local_cluster.load(state) is None
+        print(f"demo showed 3 nodes and the running job {took:.0f} s after start")
+    finally:
+        term.close()
+        if local_cluster.load(state) is not None:
+            local_cluster.down(directory=state)
