@@ -23,6 +23,17 @@ def _add_connect_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--token-file", metavar="FILE", help="Ray auth token (else RAY_AUTH_TOKEN, ~/.ray/auth_token)"
     )
+    parser.add_argument(
+        "--accept-new",
+        action="store_true",
+        help="accept and record an unknown SSH host key (never a changed one)",
+    )
+    parser.add_argument(
+        "--expose-port",
+        type=int,
+        metavar="PORT",
+        help="also forward the dashboard to 127.0.0.1:PORT (0 picks one); anyone on this machine can use it",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,16 +17,45 @@ from cockpit.core.errors import CockpitError
 from cockpit.core.join import JoinProgress
 from cockpit.core.ray_api import DashboardError
 from cockpit.core.snapshots import NA, NodeSnapshot
+from cockpit.core.ssh import UnknownHostKey
 from cockpit.core.targets import Target, parse_target
 from cockpit.core.units import ago, duration, human_bytes, percent
 
 EXIT_OK, EXIT_FAIL, EXIT_TIMEOUT = 0, 1, 3
 
 
-def _options(args: argparse.Namespace) -> ConnectOptions:
+def _options(args: argparse.Namespace, interactive: bool | None = None) -> ConnectOptions:
+    """Connect options from the common flags; prompts only when a person is at the terminal."""
+    if interactive is None:
+        interactive = sys.stdin.isatty() and sys.stderr.isatty()
     return ConnectOptions(
-        token_file=args.token_file, dashboard_port=args.dashboard_port, ssh_config=args.ssh_config
+        token_file=args.token_file,
+        dashboard_port=args.dashboard_port,
+        ssh_config=args.ssh_config,
+        accept_new=args.accept_new,
+        expose_port=args.expose_port,
+        confirm_host_key=_confirm_host_key_on_terminal if interactive else None,
+        ask_passphrase=_ask_passphrase_on_terminal if interactive else None,
     )
+
+
+async def _confirm_host_key_on_terminal(unknown: UnknownHostKey) -> bool:
+    print(
+        f"The host key of {unknown.host} (port {unknown.port}) is not known:\n"
+        f"  {unknown.key.get_algorithm()} {unknown.fingerprint}\n"
+        f"Check it with the cluster's admins. Trust it and add it to {unknown.known_hosts}? [y/N] ",
+        end="",
+        file=sys.stderr,
+        flush=True,
+    )
+    answer = await asyncio.to_thread(sys.stdin.readline)
+    return answer.strip().lower() in ("y", "yes")
+
+
+async def _ask_passphrase_on_terminal(prompt: str) -> str | None:
+    import getpass
+
+    return await asyncio.to_thread(getpass.getpass, f"{prompt}: ") or None
 
 
 def _err(message: str) -> None:
@@ -306,9 +335,10 @@ def cmd_connect(args: argparse.Namespace) -> int:
     target = parse_target(args.target)
     from cockpit.ui.app import CockpitApp
 
+    # The TUI asks its own questions (host key, passphrase) in dialogs, not on the terminal.
     app = CockpitApp(
         target,
-        _options(args),
+        _options(args, interactive=False),
         expect_nodes=args.expect_nodes,
         expect_gpus=args.expect_gpus,
         layout=args.layout,

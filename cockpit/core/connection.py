@@ -1,14 +1,15 @@
-"""Provides the way from a TARGET to a dashboard client: local cluster, dashboard URL or (later) SSH."""
+"""Provides the way from a TARGET to a dashboard client: local cluster, dashboard URL, or SSH to the head."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from cockpit.core import local_cluster
 from cockpit.core.errors import CockpitError
 from cockpit.core.ray_api import DashboardClient, load_token
+from cockpit.core.ssh import SshLink, SshOptions, UnknownHostKey
 from cockpit.core.targets import Target
 
 
@@ -19,34 +20,85 @@ class ConnectOptions:
     token_file: str | None = None
     dashboard_port: int = 8265
     ssh_config: str | None = None
+    accept_new: bool = False
+    expose_port: int | None = None
     timeout: float = 10.0
+    confirm_host_key: Callable[[UnknownHostKey], Awaitable[bool]] | None = None
+    """Asks the user whether to trust an unknown host key; None refuses (non-interactive use)."""
+    ask_passphrase: Callable[[str], Awaitable[str | None]] | None = None
+
+
+@dataclass
+class Connection:
+    """An open dashboard client and, for SSH targets, the link under it."""
+
+    client: DashboardClient
+    link: SshLink | None = None
+
+
+async def _start_link(target: Target, opts: ConnectOptions) -> SshLink:
+    ssh = SshOptions(
+        config=opts.ssh_config,
+        accept_new=opts.accept_new,
+        dashboard_port=opts.dashboard_port,
+        expose_port=opts.expose_port,
+        ask_passphrase=opts.ask_passphrase,
+    )
+    while True:
+        link = SshLink(target, ssh)
+        try:
+            await link.start()
+            return link
+        except UnknownHostKey as unknown:
+            await link.close()
+            if opts.confirm_host_key is None or not await opts.confirm_host_key(unknown):
+                raise
+            unknown.accept()
+        except BaseException:
+            await link.close()
+            raise
+
+
+@asynccontextmanager
+async def open_connection(target: Target, options: ConnectOptions | None = None) -> AsyncIterator[Connection]:
+    """A dashboard client for TARGET (and its SSH link), closed on exit.
+
+    Raises:
+        CockpitError: the target cannot be reached (no local cluster, SSH refused, host key changed ...).
+    """
+    opts = options or ConnectOptions()
+    token = load_token(opts.token_file)
+    link: SshLink | None = None
+    if target.kind == "local":
+        cluster = local_cluster.load()
+        if cluster is None:
+            raise CockpitError("no local cluster is running: start one with `cockpit local up`.")
+        client = DashboardClient(cluster.dashboard_url, token=token, timeout=opts.timeout)
+    elif target.kind == "http":
+        assert target.url is not None
+        client = DashboardClient(target.url, token=token, timeout=opts.timeout)
+    else:
+        link = await _start_link(target, opts)
+        client = DashboardClient(
+            "http://dashboard",
+            token=token,
+            unix_socket=link.socket_path,
+            timeout=opts.timeout,
+            label=f"{target.raw} (ssh → 127.0.0.1:{opts.dashboard_port})",
+            link_status=link.status_line,
+        )
+    try:
+        yield Connection(client=client, link=link)
+    finally:
+        await client.close()
+        if link is not None:
+            await link.close()
 
 
 @asynccontextmanager
 async def open_dashboard(
     target: Target, options: ConnectOptions | None = None
 ) -> AsyncIterator[DashboardClient]:
-    """A dashboard client for TARGET, closed on exit.
-
-    Raises:
-        CockpitError: the target cannot be reached in principle (no local cluster, unsupported kind).
-    """
-    opts = options or ConnectOptions()
-    token = load_token(opts.token_file)
-    if target.kind == "local":
-        cluster = local_cluster.load()
-        if cluster is None:
-            raise CockpitError("no local cluster is running: start one with `cockpit local up`.")
-        url = cluster.dashboard_url
-    elif target.kind == "http":
-        assert target.url is not None
-        url = target.url
-    else:
-        raise CockpitError(
-            f"{target.raw}: SSH targets are not supported yet; open a tunnel yourself and use http://127.0.0.1:PORT."
-        )
-    client = DashboardClient(url, token=token, timeout=opts.timeout)
-    try:
-        yield client
-    finally:
-        await client.close()
+    """Like `open_connection`, for callers that only need the dashboard client."""
+    async with open_connection(target, options) as connection:
+        yield connection.client

@@ -97,6 +97,9 @@ class DashboardClient:
         token: sent as ``Authorization: Bearer`` on every request when the cluster uses token auth.
         unix_socket: reach the dashboard through this UNIX socket (the cockpit's private SSH tunnel).
         timeout: seconds for one request; the head is never waited on forever.
+        label: how errors name the dashboard (e.g. the SSH target), instead of `base_url`.
+        link_status: says why the link under the client is down (e.g. "SSH reconnecting, attempt 3"),
+            or None while it is up; used in the error when the dashboard cannot be reached.
     """
 
     def __init__(
@@ -106,8 +109,12 @@ class DashboardClient:
         token: str | None = None,
         unix_socket: str | None = None,
         timeout: float = 10.0,
+        label: str | None = None,
+        link_status: Callable[[], str | None] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self._label = label
+        self._link_status = link_status
         self._token = token
         self._unix_socket = unix_socket
         self._timeout = aiohttp.ClientTimeout(total=timeout)
@@ -115,7 +122,7 @@ class DashboardClient:
 
     @property
     def display_url(self) -> str:
-        return self.base_url
+        return self._label or self.base_url
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -174,6 +181,11 @@ class DashboardClient:
                 f"{self._timeout.total:.0f} s; the head may be overloaded."
             ) from None
         except (aiohttp.ClientConnectionError, OSError) as exc:
+            link = self._link_status() if self._link_status is not None else None
+            if link:
+                raise DashboardUnreachable(
+                    f"cannot reach the Ray dashboard at {self.display_url}: {link}."
+                ) from None
             reason = str(exc).split(" [")[0] or type(exc).__name__
             raise DashboardUnreachable(
                 f"cannot reach the Ray dashboard at {self.display_url} ({reason}); is the cluster up?"

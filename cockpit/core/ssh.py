@@ -1,0 +1,432 @@
+"""Provides the SSH link to the Ray head: OpenSSH config, strict host keys, a private tunnel, reconnection.
+
+asyncssh does the protocol and reads the user's `~/.ssh/config` (HostName, User, Port, IdentityFile,
+ServerAliveInterval ...), the agent and the keys; this module adds what a shared login node needs:
+
+* Host keys are checked here, not by asyncssh, so an unknown key and a changed key are told apart. A
+  changed key is refused, always, naming the known_hosts line to fix; an unknown key is refused unless
+  the user accepts its fingerprint (a prompt, or `--accept-new` like `StrictHostKeyChecking=accept-new`).
+* The dashboard is reached through a UNIX socket in a 0700 directory (never a TCP listener other users
+  could reach), unless the user asks for a loopback port with `--expose-port`.
+* One connection; when it drops, it is re-opened with backoff and the socket comes back at the same
+  path. Permanent failures (auth refused, changed host key) stop the retries.
+* `ProxyJump` chains are opened hop by hop, each hop under the same host-key rules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+
+from cockpit.core.errors import CockpitError
+from cockpit.core.targets import Target
+
+BACKOFF_SECONDS = (0.5, 1.0, 2.0, 4.0)
+"""Waits between reconnection attempts; capped at 4 s so the tunnel is back within seconds of the head."""
+DEFAULT_KEEPALIVE = 10
+MAX_HOPS = 8
+
+
+class SshError(CockpitError):
+    """The SSH link failed; `permanent` errors are not retried."""
+
+    permanent = False
+
+
+class HostKeyChanged(SshError):
+    permanent = True
+
+
+class AuthenticationFailed(SshError):
+    permanent = True
+
+
+class UnknownHostKey(SshError):
+    """The host's key is in no known_hosts file; the user may accept it (`accept` then retry)."""
+
+    permanent = True
+
+    def __init__(self, host: str, port: int, key: asyncssh.SSHKey, known_hosts: Path) -> None:
+        self.host, self.port, self.key, self.known_hosts = host, port, key, known_hosts
+        self.fingerprint = key.get_fingerprint("sha256")
+        super().__init__(
+            f"the host key of {_host_label(host, port)} is unknown "
+            f"({key.get_algorithm()} {self.fingerprint}); "
+            f"verify it, then accept it once with --accept-new (it is added to {known_hosts})."
+        )
+
+    def accept(self) -> None:
+        """Record the key in known_hosts (what `StrictHostKeyChecking=accept-new` does)."""
+        record_host_key(self.known_hosts, self.host, self.port, self.key)
+
+
+class PassphraseNeeded(SshError):
+    permanent = True
+
+
+def _host_label(host: str, port: int) -> str:
+    return host if port == 22 else f"[{host}]:{port}"
+
+
+def record_host_key(known_hosts: Path, host: str, port: int, key: asyncssh.SSHKey) -> None:
+    known_hosts.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    line = f"{_host_label(host, port)} {key.export_public_key('openssh').decode().strip()}\n"
+    with open(known_hosts, "a") as fh:
+        fh.write(line)
+
+
+@dataclass(frozen=True)
+class SshOptions:
+    """How to reach the head: the user's OpenSSH settings plus the cockpit's own choices."""
+
+    config: str | None = None
+    """OpenSSH client config (like `ssh -F`); default `~/.ssh/config` when it exists."""
+    accept_new: bool = False
+    """Accept and record an unknown host key (never a changed one)."""
+    dashboard_host: str = "127.0.0.1"
+    """The dashboard's address as seen from the head."""
+    dashboard_port: int = 8265
+    expose_port: int | None = None
+    """Also listen on 127.0.0.1:PORT (for a browser or VS Code); only when the user asks."""
+    passphrase: str | None = None
+    ask_passphrase: Callable[[str], Awaitable[str | None]] | None = None
+    """Asked for an encrypted key's passphrase (kept in memory for reconnects, never stored)."""
+
+    def config_paths(self) -> list[str]:
+        if self.config:
+            if not Path(self.config).is_file():
+                raise SshError(f"the SSH config {self.config} does not exist.")
+            return [self.config]
+        default = Path.home() / ".ssh" / "config"
+        return [str(default)] if default.is_file() else []
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One SSH destination of a chain, as the user wrote it (alias, user@host, host:port)."""
+
+    host: str
+    user: str | None = None
+    port: int | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Hop:
+        user, _, host = text.rpartition("@")
+        port = None
+        if host.count(":") == 1:
+            host, port_text = host.split(":")
+            port = int(port_text)
+        return cls(host=host.strip("[]"), user=user or None, port=port)
+
+
+def _config_for(hop: Hop, paths: list[str]) -> Any:
+    from asyncssh.config import SSHClientConfig
+
+    local_user = getpass.getuser()
+    return SSHClientConfig.load(
+        None, paths, False, False, False, local_user, hop.user or (), hop.host, hop.port or ()
+    )
+
+
+def hop_chain(target: Hop, paths: list[str]) -> list[Hop]:
+    """The hops to open in order, the target last: ProxyJump is followed like OpenSSH does."""
+    chain = [target]
+    while len(chain) <= MAX_HOPS:
+        jump = _config_for(chain[0], paths).get("ProxyJump") if paths else None
+        if not jump or str(jump).lower() == "none":
+            return chain
+        hops = [Hop.parse(part.strip()) for part in str(jump).split(",") if part.strip()]
+        chain = hops + chain
+    raise SshError(
+        f"ProxyJump for {target.host} nests more than {MAX_HOPS} hops (a loop in the SSH config?)."
+    )
+
+
+def _known_hosts_files(config: Any) -> list[Path]:
+    configured = config.get("UserKnownHostsFile") if config is not None else None
+    if configured:
+        return [Path(os.path.expanduser(str(p))) for p in configured]
+    return [Path.home() / ".ssh" / "known_hosts"]
+
+
+def _check_host_key(host: str, port: int, key: asyncssh.SSHKey, files: list[Path]) -> None:
+    """Accept a known key; raise HostKeyChanged or UnknownHostKey otherwise."""
+    mismatches: list[str] = []
+    for path in files:
+        try:
+            lines = path.read_text().splitlines()
+        except OSError:
+            continue
+        for number, line in enumerate(lines, start=1):
+            text = line.strip()
+            if not text or text.startswith("#"):
+                continue
+            try:
+                entry = asyncssh.import_known_hosts(text + "\n")
+            except (ValueError, asyncssh.KeyImportError):
+                continue
+            trusted, _ca, revoked, *_ = entry.match(host, "", port)
+            if any(k == key for k in revoked):
+                raise HostKeyChanged(
+                    f"the host key of {_host_label(host, port)} is revoked ({path}:{number})."
+                )
+            if not trusted:
+                continue
+            if any(k == key for k in trusted):
+                return
+            mismatches.append(f"{path}:{number}")
+    if mismatches:
+        raise HostKeyChanged(
+            f"the host key of {_host_label(host, port)} CHANGED (now {key.get_fingerprint('sha256')}): "
+            f"someone may be intercepting the connection; if the change is expected, remove "
+            f"{mismatches[0]} (ssh-keygen -R '{_host_label(host, port)}') and connect again."
+        )
+    raise UnknownHostKey(host, port, key, files[0])
+
+
+class _Client(asyncssh.SSHClient):
+    """Checks host keys our way and tells the link when the connection is lost."""
+
+    def __init__(self, files: list[Path], accept_new: bool, on_lost: Callable[[], None] | None) -> None:
+        self._files = files
+        self._accept_new = accept_new
+        self._on_lost = on_lost
+        self.problem: SshError | None = None
+
+    def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
+        try:
+            _check_host_key(host, port, key, self._files)
+        except UnknownHostKey as unknown:
+            if not self._accept_new:
+                self.problem = unknown
+                return False
+            unknown.accept()
+        except HostKeyChanged as changed:
+            self.problem = changed
+            return False
+        return True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._on_lost is not None:
+            self._on_lost()
+
+
+@dataclass
+class LinkStatus:
+    """What the header shows about the SSH link."""
+
+    state: str = "connecting"
+    """connecting | connected | reconnecting | failed"""
+    detail: str = ""
+    attempt: int = 0
+    next_retry_at: float | None = None
+    since: float = field(default_factory=time.time)
+
+    def describe(self) -> str:
+        if self.state == "reconnecting" and self.next_retry_at is not None:
+            wait = max(0.0, self.next_retry_at - time.time())
+            return f"SSH reconnecting, attempt {self.attempt}, next in {wait:.0f} s"
+        if self.state == "failed":
+            return f"SSH failed: {self.detail}"
+        return f"SSH {self.state}"
+
+
+class SshLink:
+    """One SSH connection to the head (through any jump hosts) with a private tunnel to the dashboard.
+
+    Use `await link.start()` (raises on a permanent failure), then `link.socket_path` with an HTTP client
+    over a UNIX socket, `await link.open_channel(ip, port)` for other services, and `await link.close()`.
+    """
+
+    def __init__(self, target: Target, options: SshOptions) -> None:
+        if target.kind != "ssh" or not target.host:
+            raise ValueError("SshLink needs an SSH target")
+        self.target = Hop(host=target.host, user=target.user, port=target.port)
+        self.options = options
+        self.status = LinkStatus()
+        self._paths = options.config_paths()
+        self._conns: list[asyncssh.SSHClientConnection] = []
+        self._dir = Path(tempfile.mkdtemp(prefix="cockpit-"))
+        os.chmod(self._dir, 0o700)
+        self.socket_path = str(self._dir / "dashboard.sock")
+        self._listeners: list[asyncssh.SSHListener] = []
+        self._passphrase = options.passphrase
+        self._lost = asyncio.Event()
+        self._ready = asyncio.Event()
+        self._supervisor: asyncio.Task[None] | None = None
+        self._closed = False
+        self.expose_url: str | None = None
+
+    # -- connect ---------------------------------------------------------------------------------
+
+    async def _open_once(self) -> None:
+        chain = hop_chain(self.target, self._paths)
+        conns: list[asyncssh.SSHClientConnection] = []
+        try:
+            for hop in chain:
+                conns.append(await self._connect_hop(hop, conns[-1] if conns else None))
+        except BaseException:
+            for conn in reversed(conns):
+                conn.close()
+            raise
+        self._conns = conns
+        await self._forward(conns[-1])
+
+    async def _connect_hop(
+        self, hop: Hop, tunnel: asyncssh.SSHClientConnection | None
+    ) -> asyncssh.SSHClientConnection:
+        config = _config_for(hop, self._paths) if self._paths else None
+        files = _known_hosts_files(config)
+        is_target = hop == self.target
+        client = _Client(files, self.options.accept_new, self._lost.set if is_target else None)
+        keepalive = config.get("ServerAliveInterval") if config is not None else None
+        kwargs: dict[str, Any] = {
+            "username": hop.user or (),
+            "port": hop.port or (),
+            "config": self._paths or None,
+            "tunnel": tunnel,
+            # Nothing trusted up front, so asyncssh asks _Client.validate_host_public_key about every key
+            # (known_hosts=None would skip the check entirely).
+            "known_hosts": asyncssh.SSHKnownHosts(),
+            "client_factory": lambda: client,
+            "keepalive_interval": keepalive or DEFAULT_KEEPALIVE,
+            "keepalive_count_max": 3,
+            "connect_timeout": 15,
+            "compression_algs": None,
+        }
+        if self._passphrase is not None:
+            kwargs["passphrase"] = self._passphrase
+        label = hop.host if hop.port is None else f"{hop.host}:{hop.port}"
+        try:
+            return await asyncssh.connect(hop.host, **kwargs)
+        except asyncssh.HostKeyNotVerifiable:
+            if client.problem is not None:
+                raise client.problem from None
+            raise HostKeyChanged(f"the host key of {label} could not be verified.") from None
+        except asyncssh.PermissionDenied:
+            raise AuthenticationFailed(
+                f"{label} refused every key offered (agent, IdentityFile): check User and IdentityFile "
+                "in your SSH config, or ssh-add the right key."
+            ) from None
+        except asyncssh.KeyImportError as exc:
+            if "passphrase" in str(exc).lower():
+                if self.options.ask_passphrase is not None:
+                    answer = await self.options.ask_passphrase(f"Passphrase for the SSH key of {label}")
+                    if answer:
+                        self._passphrase = answer
+                        kwargs["passphrase"] = answer
+                        return await asyncssh.connect(hop.host, **kwargs)
+                raise PassphraseNeeded(
+                    f"the SSH key for {label} is encrypted: "
+                    "load it into ssh-agent (ssh-add) or run interactively."
+                ) from None
+            raise SshError(f"cannot read the SSH key for {label}: {exc}") from None
+        except (OSError, asyncssh.Error) as exc:
+            reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+            raise SshError(f"cannot connect to {label}: {reason}") from None
+
+    async def _forward(self, conn: asyncssh.SSHClientConnection) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.socket_path)
+        dest = (self.options.dashboard_host, self.options.dashboard_port)
+        old_umask = os.umask(0o177)  # the socket is born 0600
+        try:
+            listener = await conn.forward_local_path_to_port(self.socket_path, *dest)
+        finally:
+            os.umask(old_umask)
+        self._listeners = [listener]
+        if self.options.expose_port is not None:
+            # Loopback only, and only on request: anyone on this machine can use this port.
+            exposed = await conn.forward_local_port("127.0.0.1", self.options.expose_port, *dest)
+            self._listeners.append(exposed)
+            self.expose_url = f"http://127.0.0.1:{exposed.get_port()}"
+
+    async def start(self) -> None:
+        """Connect (raises SshError); afterwards the link keeps itself up until `close()`."""
+        try:
+            await self._open_once()
+        except SshError as exc:
+            self.status = LinkStatus(state="failed", detail=str(exc))
+            raise
+        self.status = LinkStatus(state="connected")
+        self._ready.set()
+        self._supervisor = asyncio.get_running_loop().create_task(self._supervise())
+
+    async def _supervise(self) -> None:
+        while not self._closed:
+            await self._lost.wait()
+            if self._closed:
+                return
+            self._ready.clear()
+            self._drop_connections()
+            attempt = 0
+            while not self._closed:
+                delay = BACKOFF_SECONDS[min(attempt, len(BACKOFF_SECONDS) - 1)]
+                attempt += 1
+                self.status = LinkStatus(
+                    state="reconnecting", attempt=attempt, next_retry_at=time.time() + delay, detail=""
+                )
+                await asyncio.sleep(delay)
+                self._lost.clear()
+                try:
+                    await self._open_once()
+                except SshError as exc:
+                    if exc.permanent:
+                        self.status = LinkStatus(state="failed", detail=str(exc))
+                        return
+                    self.status.detail = str(exc)
+                    continue
+                self.status = LinkStatus(state="connected")
+                self._ready.set()
+                break
+
+    def _drop_connections(self) -> None:
+        for listener in self._listeners:
+            listener.close()
+        self._listeners = []
+        for conn in reversed(self._conns):
+            conn.close()
+        self._conns = []
+
+    def status_line(self) -> str | None:
+        """None while connected; else what the header should say about the link."""
+        return None if self.status.state == "connected" else self.status.describe()
+
+    async def wait_connected(self, timeout: float) -> bool:
+        try:
+            await asyncio.wait_for(self._ready.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    async def open_channel(
+        self, host: str, port: int
+    ) -> tuple[asyncssh.SSHReader[bytes], asyncssh.SSHWriter[bytes]]:
+        """A byte stream to host:port as seen from the head (direct-tcpip; no local listener)."""
+        if not self._conns:
+            raise SshError(f"no SSH connection to {self.target.host} right now ({self.status.describe()}).")
+        try:
+            return await self._conns[-1].open_connection(host, port, encoding=None)
+        except asyncssh.ChannelOpenError as exc:
+            raise SshError(f"the head cannot reach {host}:{port} ({exc.reason}).") from None
+
+    async def close(self) -> None:
+        self._closed = True
+        self._lost.set()
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._supervisor
+        self._drop_connections()
+        shutil.rmtree(self._dir, ignore_errors=True)

@@ -1,0 +1,207 @@
+"""The cockpit over SSH: real OpenSSH servers on 127.0.0.1 in front of the real local Ray cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cockpit.core.connection import ConnectOptions, open_connection
+from cockpit.core.ray_api import DashboardUnreachable
+from cockpit.core.targets import parse_target
+from tests.harness.cluster import ClusterHandle
+from tests.harness.sshd import SshServer, listening_addresses, start_sshd
+
+pytestmark = [pytest.mark.ssh, pytest.mark.cluster]
+
+
+@pytest.fixture(scope="module")
+def head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
+    """The "head node" sshd: the local cluster's dashboard is on its 127.0.0.1."""
+    server = start_sshd(tmp_path_factory.mktemp("head-sshd"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def jump(tmp_path_factory: pytest.TempPathFactory, head: SshServer) -> Iterator[SshServer]:
+    server = start_sshd(tmp_path_factory.mktemp("jump-sshd"), client_key=head.client_key)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def ssh_config(tmp_path_factory: pytest.TempPathFactory, head: SshServer, jump: SshServer) -> Path:
+    path = tmp_path_factory.mktemp("ssh-config") / "config"
+    path.write_text(
+        head.ssh_config_entry("head-node")
+        + "\n"
+        + jump.ssh_config_entry("login-jump")
+        + "\n"
+        + head.ssh_config_entry("head-via-jump", proxy_jump="login-jump")
+    )
+    return path
+
+
+def cockpit(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cockpit.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ),
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def node_ids(output: str) -> set[str]:
+    return {n["node_id"] for n in json.loads(output)["nodes"]}
+
+
+def test_status_over_ssh_matches_local(ray_cluster: ClusterHandle, ssh_config: Path) -> None:
+    port = str(ray_cluster.cluster.dashboard_port)
+    over_ssh = cockpit(
+        "status", "head-node", "--ssh-config", str(ssh_config), "--dashboard-port", port, "--json"
+    )
+    assert over_ssh.returncode == 0, over_ssh.stderr
+    assert node_ids(over_ssh.stdout) == node_ids(cockpit("status", "local", "--json").stdout)
+    assert json.loads(over_ssh.stdout)["dashboard"].startswith("head-node (ssh")
+
+
+def test_status_through_a_proxyjump_hop(
+    ray_cluster: ClusterHandle, ssh_config: Path, jump: SshServer
+) -> None:
+    port = str(ray_cluster.cluster.dashboard_port)
+    result = cockpit(
+        "status", "head-via-jump", "--ssh-config", str(ssh_config), "--dashboard-port", port, "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    assert node_ids(result.stdout) == node_ids(cockpit("status", "local", "--json").stdout)
+    assert "Accepted publickey" in jump.log_file.read_text()  # the hop was really used
+
+
+def _config_with_known_hosts(tmp_path: Path, head: SshServer, known_hosts_text: str) -> Path:
+    known = tmp_path / "known_hosts"
+    known.write_text(known_hosts_text)
+    config = tmp_path / "config"
+    config.write_text(head.ssh_config_entry("head-node").replace(str(head.known_hosts), str(known)))
+    return config
+
+
+def test_changed_host_key_is_refused(tmp_path: Path, head: SshServer, ray_cluster: ClusterHandle) -> None:
+    other = start_sshd(tmp_path / "other")
+    try:
+        forged = f"[127.0.0.1]:{head.port} {other.host_public_key}\n"
+    finally:
+        other.stop()
+    config = _config_with_known_hosts(tmp_path, head, "# first line\n" + forged)
+    result = cockpit("status", "head-node", "--ssh-config", str(config), "--accept-new")
+    assert result.returncode == 1
+    assert "CHANGED" in result.stderr and f"{tmp_path / 'known_hosts'}:2" in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_unknown_host_refused_then_accepted_with_accept_new(
+    tmp_path: Path, head: SshServer, ray_cluster: ClusterHandle
+) -> None:
+    config = _config_with_known_hosts(tmp_path, head, "")
+    port = str(ray_cluster.cluster.dashboard_port)
+    refused = cockpit("status", "head-node", "--ssh-config", str(config), "--dashboard-port", port)
+    assert refused.returncode == 1
+    assert "is unknown" in refused.stderr and "--accept-new" in refused.stderr
+    assert (tmp_path / "known_hosts").read_text() == ""
+    accepted = cockpit(
+        "status", "head-node", "--ssh-config", str(config), "--dashboard-port", port, "--accept-new"
+    )
+    assert accepted.returncode == 0, accepted.stderr
+    assert head.host_public_key.split()[1] in (tmp_path / "known_hosts").read_text()
+    again = cockpit("status", "head-node", "--ssh-config", str(config), "--dashboard-port", port)
+    assert again.returncode == 0, again.stderr
+
+
+def _tcp_listeners_of_this_process() -> list[tuple[str, int]]:
+    return listening_addresses(os.getpid())
+
+
+async def test_tunnel_is_private_and_survives_a_dropped_connection(
+    ray_cluster: ClusterHandle, tmp_path: Path
+) -> None:
+    before = set(_tcp_listeners_of_this_process())
+    head_server = start_sshd(tmp_path / "head2")  # its own server: this test kills and restarts it
+    config = tmp_path / "config"
+    config.write_text(head_server.ssh_config_entry("head-node"))
+    options = ConnectOptions(ssh_config=str(config), dashboard_port=ray_cluster.cluster.dashboard_port)
+    try:
+        async with open_connection(parse_target("head-node"), options) as conn:
+            assert conn.link is not None
+            socket_path = Path(conn.link.socket_path)
+            assert stat.S_IMODE(socket_path.stat().st_mode) == 0o600
+            assert stat.S_IMODE(socket_path.parent.stat().st_mode) == 0o700
+            assert set(_tcp_listeners_of_this_process()) == before  # no TCP listener opened
+            assert await conn.client.nodes()
+
+            # The server side of the connection dies: the link reconnects by itself.
+            head_server.kill_connections()
+            recovered = await _until_answers(conn.client, timeout=10)
+            assert recovered
+
+            # The server goes away for a while and comes back.
+            head_server.stop()
+            with pytest.raises(DashboardUnreachable):
+                await conn.client.version()
+            await asyncio.sleep(2)
+            head_server.restart()
+            back = time.monotonic()
+            assert await _until_answers(conn.client, timeout=10)
+            print(f"data flowed again {time.monotonic() - back:.1f} s after sshd was back")
+            assert socket_path.exists()
+        assert not socket_path.exists() and not socket_path.parent.exists()  # removed on exit
+    finally:
+        head_server.stop()
+
+
+async def _until_answers(client: object, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            await client.version()  # type: ignore[attr-defined]
+            return True
+        except DashboardUnreachable:
+            await asyncio.sleep(0.2)
+    return False
+
+
+async def test_open_channel_reaches_a_service_behind_the_head(
+    ray_cluster: ClusterHandle, ssh_config: Path
+) -> None:
+    options = ConnectOptions(ssh_config=str(ssh_config), dashboard_port=ray_cluster.cluster.dashboard_port)
+    async with open_connection(parse_target("head-node"), options) as conn:
+        assert conn.link is not None
+        reader, writer = await conn.link.open_channel("127.0.0.1", ray_cluster.cluster.dashboard_port)
+        writer.write(b"GET /api/version HTTP/1.0\r\nHost: dashboard\r\n\r\n")
+        response = await asyncio.wait_for(reader.read(-1), 10)
+        writer.close()
+    assert response.startswith(b"HTTP/1.") and b'"ray_version"' in response
+
+
+async def test_expose_port_binds_loopback_only(ray_cluster: ClusterHandle, ssh_config: Path) -> None:
+    options = ConnectOptions(
+        ssh_config=str(ssh_config), dashboard_port=ray_cluster.cluster.dashboard_port, expose_port=0
+    )
+    async with open_connection(parse_target("head-node"), options) as conn:
+        assert conn.link is not None and conn.link.expose_url
+        port = int(conn.link.expose_url.rsplit(":", 1)[1])
+        assert ("127.0.0.1", port) in _tcp_listeners_of_this_process()
+        assert all(host == "127.0.0.1" for host, _ in _tcp_listeners_of_this_process())
