@@ -102,3 +102,31 @@ async def open_dashboard(
     """Like `open_connection`, for callers that only need the dashboard client."""
     async with open_connection(target, options) as connection:
         yield connection.client
+
+
+async def exposure_warning(connection: Connection) -> str | None:
+    """A warning when anyone who reaches the dashboard can run code as you.
+
+    That is a cluster without token auth whose dashboard also answers on a non-loopback address. Over
+    SSH the head's own node IP is probed through the link; for a URL target, its host is checked.
+    """
+    client = connection.client
+    try:
+        if await client.auth_mode() != "disabled":
+            return None
+    except CockpitError:
+        return None
+    if connection.link is None:
+        host = client.base_url.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+        if host in ("127.0.0.1", "localhost", "::1"):
+            return None
+        return f"⚠ no token auth and the dashboard is reachable at {host}: anyone there can run jobs"
+    try:
+        head = next(n for n in (await client.node_table()).rows if n.is_head and n.alive)
+        _reader, writer = await connection.link.open_channel(head.ip, connection.link.options.dashboard_port)
+    except (CockpitError, StopIteration, OSError):
+        return None
+    writer.close()
+    return (
+        f"⚠ no token auth and the dashboard listens on {head.ip}: anyone on the cluster network can run jobs"
+    )

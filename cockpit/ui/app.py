@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from contextlib import AsyncExitStack
+from dataclasses import replace
 from typing import ClassVar
 
 from textual import on, work
@@ -17,16 +18,18 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.worker import Worker, WorkerState
 
-from cockpit.core.connection import ConnectOptions, open_dashboard
+from cockpit.core.connection import Connection, ConnectOptions, exposure_warning, open_connection
 from cockpit.core.errors import CockpitError
 from cockpit.core.layouts import Layout, load_layout
 from cockpit.core.ray_api import AuthenticationRejected, AuthenticationRequired, DashboardClient
 from cockpit.core.snapshots import ClusterInfo, ClusterSnapshot, JobRow
+from cockpit.core.ssh import SshError, SshLink, UnknownHostKey
 from cockpit.core.targets import Target
-from cockpit.ui.messages import ClusterInfoLoaded, ClusterPolled, PollFailed
+from cockpit.ui.messages import ClusterInfoLoaded, ClusterPolled, HostKeyUnknown, PollFailed
 from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.screens.cluster import ClusterScreen
 from cockpit.ui.screens.help import HelpScreen
+from cockpit.ui.screens.prompts import HostKeyScreen, PassphraseScreen
 from cockpit.ui.screens.upcoming import ActorsScreen, DebuggerScreen, GpuScreen, JobsScreen, LogsScreen
 from cockpit.ui.widgets.status_bar import StatusBar
 
@@ -34,7 +37,8 @@ NODE_POLL_SECONDS = 2.0
 """Node table cadence. `/api/v0/nodes` is a cheap GCS read; the host stats behind it refresh every 5 s."""
 JOB_POLL_EVERY = 3
 """Jobs are fetched on every third node poll (they change rarely; the list grows with history)."""
-RETRY_SECONDS = (1.0, 2.0, 4.0, 8.0, 15.0)
+RETRY_SECONDS = (1.0, 2.0, 3.0, 5.0)
+"""Waits between polls while the dashboard does not answer (an SSH link wakes the poller sooner)."""
 
 
 class CockpitApp(App[int]):
@@ -83,7 +87,9 @@ class CockpitApp(App[int]):
         self.info: ClusterInfo | None = None
         self.connection_state = "connecting"
         self.connection_detail = ""
-        self._client: DashboardClient | None = None
+        self._connection: Connection | None = None
+        self.exposure: str | None = None
+        """A warning when the dashboard accepts anyone (no token auth and reachable beyond loopback)."""
         self._stack = AsyncExitStack()
         self._polls = 0
         self._failures = 0
@@ -108,7 +114,7 @@ class CockpitApp(App[int]):
             bar.target = self.target.raw + (f" ({self.title_suffix})" if self.title_suffix else "")
             bar.ray_version = self.info.ray_version if self.info else ""
             bar.state = self.connection_state
-            bar.detail = self.connection_detail
+            bar.detail = " · ".join(t for t in (self.exposure, self.connection_detail) if t)
             bar.data_time = self.snapshot.fetched_at if self.snapshot else None
             bar.screen_title = screen.TITLE
             bar.refresh()
@@ -116,9 +122,27 @@ class CockpitApp(App[int]):
     # -- polling -------------------------------------------------------------------------------
 
     async def _dashboard(self) -> DashboardClient:
-        if self._client is None:
-            self._client = await self._stack.enter_async_context(open_dashboard(self.target, self.options))
-        return self._client
+        if self._connection is None:
+            options = replace(self.options, confirm_host_key=None, ask_passphrase=self._ask_passphrase)
+            self._connection = await self._stack.enter_async_context(open_connection(self.target, options))
+            link = self._connection.link
+            if link is not None and link.expose_url:
+                self.notify(
+                    f"The dashboard is also at {link.expose_url} (anyone on this machine can reach it).",
+                    timeout=15,
+                )
+            self.run_worker(self._check_exposure(self._connection), group="exposure", exit_on_error=False)
+        return self._connection.client
+
+    async def _ask_passphrase(self, prompt: str) -> str | None:
+        """Runs inside the poll worker, which may wait on a dialog."""
+        return await self.push_screen_wait(PassphraseScreen(prompt))
+
+    async def _check_exposure(self, connection: Connection) -> None:
+        warning = await exposure_warning(connection)
+        if warning:
+            self.exposure = warning
+            self.sync_status_bar()
 
     @work(exclusive=True, group="cluster-poll", exit_on_error=False, description="Polling nodes and jobs")
     async def poll_cluster(self) -> None:
@@ -136,10 +160,35 @@ class CockpitApp(App[int]):
             self.post_message(
                 ClusterPolled(ClusterSnapshot(nodes=nodes, jobs=self._jobs, fetched_at=time.time()))
             )
+        except UnknownHostKey as unknown:
+            self.post_message(HostKeyUnknown(unknown))
         except (AuthenticationRequired, AuthenticationRejected) as exc:
             self.post_message(PollFailed(str(exc), permanent=True))
+        except SshError as exc:
+            self.post_message(PollFailed(str(exc), permanent=exc.permanent))
         except CockpitError as exc:
             self.post_message(PollFailed(str(exc)))
+
+    @on(HostKeyUnknown)
+    def _host_key_unknown(self, message: HostKeyUnknown) -> None:
+        def answered(trust: bool | None) -> None:
+            if trust:
+                message.unknown.accept()
+                self.connection_detail = "host key trusted; connecting"
+                self.poll_cluster()
+            else:
+                self.post_message(PollFailed(str(message.unknown), permanent=True))
+
+        self.connection_state = "unreachable"
+        self.connection_detail = "unknown host key: waiting for your answer"
+        self._refresh_visible()
+        self.push_screen(HostKeyScreen(message.unknown), answered)
+
+    @work(exclusive=True, group="link-wait", exit_on_error=False, description="Waiting for the SSH link")
+    async def _poll_when_link_is_back(self, link: SshLink, timeout: float) -> None:
+        """Poll as soon as the SSH link is back instead of waiting out the retry delay."""
+        await link.wait_connected(timeout)
+        self.poll_cluster()
 
     def _schedule_poll(self, delay: float) -> None:
         self.set_timer(delay, self.poll_cluster, name="cluster-poll")
@@ -166,8 +215,14 @@ class CockpitApp(App[int]):
         else:
             delay = RETRY_SECONDS[min(self._failures, len(RETRY_SECONDS) - 1)]
             self._failures += 1
-            self.connection_detail = f"{message.reason} · retry {self._failures} in {delay:.0f} s"
-            self._schedule_poll(delay)
+            link = self._connection.link if self._connection is not None else None
+            if link is not None and link.status.state == "reconnecting":
+                self.connection_state = "reconnecting"
+                self.connection_detail = link.status.describe()
+                self._poll_when_link_is_back(link, delay)
+            else:
+                self.connection_detail = f"{message.reason} · retry {self._failures} in {delay:.0f} s"
+                self._schedule_poll(delay)
         self._refresh_visible()
 
     @on(Worker.StateChanged)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from textual.message import Message
 
 from cockpit.core.snapshots import ClusterInfo, ClusterSnapshot
+from cockpit.core.ssh import UnknownHostKey
 
 
 @dataclass
@@ -32,3 +33,10 @@ class PollFailed(Message):
 
     reason: str
     permanent: bool = False
+
+
+@dataclass
+class HostKeyUnknown(Message):
+    """The head's host key is in no known_hosts file: the user decides whether to trust it."""
+
+    unknown: UnknownHostKey

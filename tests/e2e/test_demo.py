@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -14,39 +13,9 @@ import pytest
 
 from cockpit.core import local_cluster
 from tests.harness.cluster import ray_processes_under
+from tests.harness.terminal import Terminal
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
-
-
-class Terminal:
-    """A tmux session on its own server socket, so it never touches the user's tmux."""
-
-    def __init__(self, name: str, width: int, height: int) -> None:
-        self.base = ["tmux", "-L", name]
-        size = ["-x", str(width), "-y", str(height)]
-        subprocess.run([*self.base, "new-session", "-d", "-s", name, *size], check=True)
-        self.name = name
-
-    def type(self, *keys: str) -> None:
-        subprocess.run([*self.base, "send-keys", "-t", self.name, *keys], check=True)
-
-    def screen(self) -> str:
-        return subprocess.run(
-            [*self.base, "capture-pane", "-p", "-t", self.name], capture_output=True, text=True, check=True
-        ).stdout
-
-    def wait_for(self, predicate, timeout: float) -> str:  # type: ignore[no-untyped-def]
-        deadline = time.monotonic() + timeout
-        while True:
-            text = self.screen()
-            if predicate(text):
-                return text
-            if time.monotonic() > deadline:
-                raise AssertionError(f"screen after {timeout:.0f} s:\n{text}")
-            time.sleep(0.5)
-
-    def close(self) -> None:
-        subprocess.run([*self.base, "kill-server"], check=False, capture_output=True)
 
 
 def test_demo_shows_nodes_and_running_job_then_quits_clean(tmp_path: Path) -> None:

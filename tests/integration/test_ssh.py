@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -205,3 +206,38 @@ async def test_expose_port_binds_loopback_only(ray_cluster: ClusterHandle, ssh_c
         port = int(conn.link.expose_url.rsplit(":", 1)[1])
         assert ("127.0.0.1", port) in _tcp_listeners_of_this_process()
         assert all(host == "127.0.0.1" for host, _ in _tcp_listeners_of_this_process())
+
+
+def test_ctrl_c_removes_the_tunnel_socket(
+    ray_cluster: ClusterHandle, ssh_config: Path, tmp_path: Path
+) -> None:
+    port = str(ray_cluster.cluster.dashboard_port)
+    command = [
+        "wait",
+        "head-node",
+        "--ssh-config",
+        str(ssh_config),
+        "--dashboard-port",
+        port,
+        "--nodes",
+        "99",
+    ]
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "cockpit.cli", *command, "--timeout", "120"],
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not list(tmp_path.glob("cockpit-*/dashboard.sock")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert list(tmp_path.glob("cockpit-*/dashboard.sock")), "the tunnel socket appeared"
+        waiting.send_signal(signal.SIGINT)
+        _out, err = waiting.communicate(timeout=30)
+    finally:
+        waiting.kill()
+    assert waiting.returncode == 130 and "interrupted" in err
+    assert list(tmp_path.glob("cockpit-*")) == []

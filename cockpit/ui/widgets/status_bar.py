@@ -22,7 +22,7 @@ class StatusBar(Static):
     screen_title: reactive[str] = reactive("")
     ray_version: reactive[str] = reactive("")
     state: reactive[str] = reactive("connecting")
-    """connecting | connected | unreachable"""
+    """connecting | connected | reconnecting | unreachable"""
     detail: reactive[str] = reactive("")
     data_time: reactive[float | None] = reactive(None)
 
@@ -37,6 +37,8 @@ class StatusBar(Static):
             text.append("● connected", style="bold green")
         elif self.state == "connecting":
             text.append("◌ connecting…", style="bold yellow")
+        elif self.state == "reconnecting":
+            text.append("↻ reconnecting", style="bold yellow")
         else:
             text.append("✖ unreachable", style="bold red")
         if self.data_time is not None:

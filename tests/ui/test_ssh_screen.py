@@ -1,0 +1,115 @@
+"""The cockpit over SSH as a user meets it: the host-key question, a dropped link, the real process."""
+
+from __future__ import annotations
+
+import shlex
+import stat
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+
+from cockpit.core.connection import ConnectOptions
+from cockpit.core.targets import parse_target
+from cockpit.ui.app import CockpitApp
+from cockpit.ui.screens.cluster import ClusterScreen
+from cockpit.ui.screens.prompts import HostKeyScreen
+from cockpit.ui.widgets.node_table import NodeTable
+from cockpit.ui.widgets.status_bar import StatusBar
+from tests.harness.cluster import ClusterHandle
+from tests.harness.sshd import listening_addresses, start_sshd
+from tests.harness.terminal import Terminal
+
+pytestmark = [pytest.mark.ssh, pytest.mark.cluster]
+
+
+async def until(pilot: Pilot[int], condition: Callable[[], object], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout:.0f} s")
+        await pilot.pause(0.2)
+
+
+def header(app: CockpitApp) -> str:
+    return str(app.screen.query_one(StatusBar).render())
+
+
+async def test_unknown_host_key_is_asked_then_trusted(tmp_path: Path, ray_cluster: ClusterHandle) -> None:
+    server = start_sshd(tmp_path / "sshd")
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    config = tmp_path / "config"
+    config.write_text(server.ssh_config_entry("head-node").replace(str(server.known_hosts), str(known)))
+    options = ConnectOptions(ssh_config=str(config), dashboard_port=ray_cluster.cluster.dashboard_port)
+    try:
+        app = CockpitApp(parse_target("head-node"), options)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, HostKeyScreen))
+            dialog = app.screen
+            assert isinstance(dialog, HostKeyScreen)
+            assert dialog.unknown.fingerprint.startswith("SHA256:")
+            assert known.read_text() == ""  # nothing is recorded before the user answers
+            await pilot.press("y")
+            await until(pilot, lambda: isinstance(app.screen, ClusterScreen) and "connected" in header(app))
+            table = app.screen.query_one(NodeTable)
+            await until(pilot, lambda: table.row_count >= 3)
+        assert server.host_public_key.split()[1] in known.read_text()
+    finally:
+        server.stop()
+
+
+async def test_dropped_link_keeps_stale_data_and_resumes(tmp_path: Path, ray_cluster: ClusterHandle) -> None:
+    server = start_sshd(tmp_path / "sshd")
+    config = tmp_path / "config"
+    config.write_text(server.ssh_config_entry("head-node"))
+    options = ConnectOptions(ssh_config=str(config), dashboard_port=ray_cluster.cluster.dashboard_port)
+    try:
+        app = CockpitApp(parse_target("head-node"), options)
+        async with app.run_test(size=(120, 36)) as pilot:
+            table = app.screen.query_one(NodeTable)
+            await until(pilot, lambda: table.row_count >= 3 and "connected" in header(app))
+            rows = table.row_count
+            server.stop()
+            await until(pilot, lambda: "reconnecting" in header(app) or "unreachable" in header(app))
+            assert table.row_count == rows and table.has_class("stale")  # last data kept, marked stale
+            assert "data" in header(app) and "old" in header(app)
+            server.restart()
+            back = time.monotonic()
+            await until(
+                pilot, lambda: "connected" in header(app) and not table.has_class("stale"), timeout=10
+            )
+            print(f"TUI showed fresh data {time.monotonic() - back:.1f} s after sshd was back")
+    finally:
+        server.stop()
+
+
+def test_connect_process_opens_no_tcp_listener(tmp_path: Path, ray_cluster: ClusterHandle) -> None:
+    server = start_sshd(tmp_path / "sshd")
+    config = tmp_path / "config"
+    config.write_text(server.ssh_config_entry("head-node"))
+    term = Terminal(f"cockpit-ssh-{int(time.time())}", 100, 30)
+    try:
+        port = ray_cluster.cluster.dashboard_port
+        command = (
+            f"TMPDIR={shlex.quote(str(tmp_path))} {shlex.quote(sys.executable)} -m cockpit.cli"
+            " connect head-node"
+            f" --ssh-config {shlex.quote(str(config))} --dashboard-port {port}"
+        )
+        term.type(f"{command}; echo connect-exit=$?", "Enter")
+        term.wait_for(lambda s: "connected" in s and "ALIVE" in s, timeout=60)
+        (pid,) = term.foreground_pids()
+        assert listening_addresses(pid) == []
+        sockets = list(tmp_path.glob("cockpit-*/dashboard.sock"))
+        assert len(sockets) == 1
+        assert stat.S_IMODE(sockets[0].stat().st_mode) == 0o600
+        assert stat.S_IMODE(sockets[0].parent.stat().st_mode) == 0o700
+        term.type("q")
+        term.wait_for(lambda s: "connect-exit=0" in s, timeout=30)
+        assert list(tmp_path.glob("cockpit-*")) == []  # the socket and its directory are removed
+    finally:
+        term.close()
+        server.stop()
