@@ -153,6 +153,22 @@ def hop_chain(target: Hop, paths: list[str]) -> list[Hop]:
     )
 
 
+def _encrypted_identity(config: Any) -> str | None:
+    """The first IdentityFile of the config that needs a passphrase to open, if any."""
+    for name in (config.get("IdentityFile") or []) if config is not None else []:
+        path = os.path.expanduser(str(name))
+        if not os.path.isfile(path):
+            continue
+        try:
+            asyncssh.read_private_key(path)
+        except asyncssh.KeyImportError as exc:
+            if "passphrase" in str(exc).lower():
+                return path
+        except OSError:
+            continue
+    return None
+
+
 def _known_hosts_files(config: Any) -> list[Path]:
     configured = config.get("UserKnownHostsFile") if config is not None else None
     if configured:
@@ -315,23 +331,27 @@ class SshLink:
                 raise client.problem from None
             raise HostKeyChanged(f"the host key of {label} could not be verified.") from None
         except asyncssh.PermissionDenied:
-            raise AuthenticationFailed(
-                f"{label} refused every key offered (agent, IdentityFile): check User and IdentityFile "
-                "in your SSH config, or ssh-add the right key."
-            ) from None
-        except asyncssh.KeyImportError as exc:
-            if "passphrase" in str(exc).lower():
-                if self.options.ask_passphrase is not None:
-                    answer = await self.options.ask_passphrase(f"Passphrase for the SSH key of {label}")
-                    if answer:
-                        self._passphrase = answer
-                        kwargs["passphrase"] = answer
-                        return await asyncssh.connect(hop.host, **kwargs)
-                raise PassphraseNeeded(
-                    f"the SSH key for {label} is encrypted: "
-                    "load it into ssh-agent (ssh-add) or run interactively."
+            # asyncssh skips an encrypted IdentityFile it cannot open: ask for its passphrase and retry.
+            encrypted = None if self._passphrase is not None else _encrypted_identity(config)
+            if encrypted is None:
+                raise AuthenticationFailed(
+                    f"{label} refused every key offered (agent, IdentityFile): check User and IdentityFile "
+                    "in your SSH config, or ssh-add the right key."
                 ) from None
-            raise SshError(f"cannot read the SSH key for {label}: {exc}") from None
+            answer = None
+            if self.options.ask_passphrase is not None:
+                answer = await self.options.ask_passphrase(f"Passphrase for {encrypted}")
+            if not answer:
+                raise PassphraseNeeded(
+                    f"the SSH key {encrypted} is encrypted: load it into ssh-agent (ssh-add) "
+                    "or run the cockpit in a terminal to be asked for its passphrase."
+                ) from None
+            self._passphrase = answer
+            return await self._connect_hop(hop, tunnel)
+        except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as exc:
+            self._passphrase = None
+            error = AuthenticationFailed(f"cannot open the SSH key for {label}: {exc}.")
+            raise error from None
         except (OSError, asyncssh.Error) as exc:
             reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
             raise SshError(f"cannot connect to {label}: {reason}") from None

@@ -20,6 +20,7 @@ from textual.worker import Worker, WorkerState
 
 from cockpit.core.connection import Connection, ConnectOptions, exposure_warning, open_connection
 from cockpit.core.errors import CockpitError
+from cockpit.core.join import JoinProgress
 from cockpit.core.layouts import Layout, load_layout
 from cockpit.core.ray_api import AuthenticationRejected, AuthenticationRequired, DashboardClient
 from cockpit.core.snapshots import ClusterInfo, ClusterSnapshot, JobRow
@@ -34,7 +35,9 @@ from cockpit.ui.screens.upcoming import ActorsScreen, DebuggerScreen, GpuScreen,
 from cockpit.ui.widgets.status_bar import StatusBar
 
 NODE_POLL_SECONDS = 2.0
-"""Node table cadence. `/api/v0/nodes` is a cheap GCS read; the host stats behind it refresh every 5 s."""
+"""Node cadence while nodes are still expected to join: join progress is what the user watches."""
+STEADY_POLL_SECONDS = 5.0
+"""Node cadence once the cluster has its shape: the host stats behind it refresh every 5 s anyway."""
 JOB_POLL_EVERY = 3
 """Jobs are fetched on every third node poll (they change rarely; the list grows with history)."""
 RETRY_SECONDS = (1.0, 2.0, 3.0, 5.0)
@@ -205,7 +208,8 @@ class CockpitApp(App[int]):
         self.connection_detail = ""
         self._failures = 0
         self._refresh_visible()
-        self._schedule_poll(NODE_POLL_SECONDS)
+        joining = not JoinProgress.of(message.snapshot.nodes, self.expect_nodes, self.expect_gpus).ready
+        self._schedule_poll(NODE_POLL_SECONDS if joining else STEADY_POLL_SECONDS)
 
     @on(PollFailed)
     def _poll_failed(self, message: PollFailed) -> None:
@@ -234,6 +238,9 @@ class CockpitApp(App[int]):
                 f"{event.worker.description or event.worker.name} failed: {error!r}", severity="error"
             )
             if event.worker.group == "cluster-poll":
+                self.connection_state = "unreachable"
+                self.connection_detail = f"internal error: {error!r}; retrying"
+                self._refresh_visible()
                 self._schedule_poll(RETRY_SECONDS[-1])
 
     def _refresh_visible(self) -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import stat
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -16,7 +18,7 @@ from cockpit.core.connection import ConnectOptions
 from cockpit.core.targets import parse_target
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.screens.cluster import ClusterScreen
-from cockpit.ui.screens.prompts import HostKeyScreen
+from cockpit.ui.screens.prompts import HostKeyScreen, PassphraseScreen
 from cockpit.ui.widgets.node_table import NodeTable
 from cockpit.ui.widgets.status_bar import StatusBar
 from tests.harness.cluster import ClusterHandle
@@ -112,4 +114,38 @@ def test_connect_process_opens_no_tcp_listener(tmp_path: Path, ray_cluster: Clus
         assert list(tmp_path.glob("cockpit-*")) == []  # the socket and its directory are removed
     finally:
         term.close()
+        server.stop()
+
+
+def _encrypted_copy(key: Path, passphrase: str) -> Path:
+    encrypted = key.with_name("encrypted_key")
+    encrypted.write_bytes(key.read_bytes())
+    encrypted.chmod(0o600)
+    subprocess.run(["ssh-keygen", "-p", "-q", "-f", str(encrypted), "-P", "", "-N", passphrase], check=True)
+    return encrypted
+
+
+async def test_encrypted_key_asks_for_the_passphrase(tmp_path: Path, ray_cluster: ClusterHandle) -> None:
+    server = start_sshd(tmp_path / "sshd")
+    key = _encrypted_copy(server.client_key, "correct horse")
+    config = tmp_path / "config"
+    config.write_text(server.ssh_config_entry("head-node").replace(str(server.client_key), str(key)))
+    options = ConnectOptions(ssh_config=str(config), dashboard_port=ray_cluster.cluster.dashboard_port)
+    try:
+        refused = subprocess.run(
+            [sys.executable, "-m", "cockpit.cli", "status", "head-node", "--ssh-config", str(config)],
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            env={k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"},
+        )
+        assert refused.returncode == 1 and "encrypted" in refused.stderr and "ssh-add" in refused.stderr
+
+        app = CockpitApp(parse_target("head-node"), options)
+        async with app.run_test(size=(120, 36)) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, PassphraseScreen))
+            await pilot.press(*"correct horse", "enter")
+            await until(pilot, lambda: isinstance(app.screen, ClusterScreen) and "connected" in header(app))
+        assert "correct horse" not in config.read_text()
+    finally:
         server.stop()
