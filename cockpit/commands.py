@@ -9,7 +9,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cockpit.core import local_cluster
 from cockpit.core.connection import ConnectOptions, open_dashboard
@@ -17,9 +17,11 @@ from cockpit.core.errors import CockpitError
 from cockpit.core.join import JoinProgress
 from cockpit.core.ray_api import DashboardError
 from cockpit.core.snapshots import NA, NodeSnapshot
-from cockpit.core.ssh import UnknownHostKey
 from cockpit.core.targets import Target, parse_target
 from cockpit.core.units import ago, duration, human_bytes, percent
+
+if TYPE_CHECKING:
+    from cockpit.core.ssh import UnknownHostKey
 
 EXIT_OK, EXIT_FAIL, EXIT_TIMEOUT = 0, 1, 3
 

@@ -5,12 +5,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cockpit.core import local_cluster
 from cockpit.core.errors import CockpitError
 from cockpit.core.ray_api import DashboardClient, load_token
-from cockpit.core.ssh import SshLink, SshOptions, UnknownHostKey
 from cockpit.core.targets import Target
+
+if TYPE_CHECKING:
+    # asyncssh costs ~100 ms and ~15 MiB to import: only SSH targets load it (see BENCHMARKS.md).
+    from cockpit.core.ssh import SshLink, UnknownHostKey
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,8 @@ class Connection:
 
 
 async def _start_link(target: Target, opts: ConnectOptions) -> SshLink:
+    from cockpit.core.ssh import SshLink, SshOptions, UnknownHostKey
+
     ssh = SshOptions(
         config=opts.ssh_config,
         accept_new=opts.accept_new,

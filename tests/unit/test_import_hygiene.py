@@ -52,3 +52,5 @@ def test_status_help_imports_no_ray_and_no_textual() -> None:
 def test_status_command_path_imports_no_ray() -> None:
     loaded = modules_after("import cockpit.commands")
     assert "cockpit.commands" in loaded and "ray" not in loaded
+    # asyncssh (~100 ms, ~15 MiB) loads only when a target is an SSH destination.
+    assert "asyncssh" not in loaded
