@@ -1,0 +1,119 @@
+"""Provides what every benchmark shares: summary statistics, timed subprocesses, the machine description.
+
+Absolute times on a shared 2-core machine are noise; every benchmark measures its baseline in the same
+run, interleaved with the candidate, and reports ratios. Nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+BIN = Path(PYTHON).parent
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Median, min and max of one measured quantity (seconds unless the name says otherwise)."""
+
+    median: float
+    min: float
+    max: float
+    n: int
+
+    @classmethod
+    def of(cls, values: list[float]) -> Stats:
+        if not values:
+            raise ValueError("no samples")
+        return cls(statistics.median(values), min(values), max(values), len(values))
+
+    def as_dict(self) -> dict[str, float]:
+        return {"median": self.median, "min": self.min, "max": self.max, "n": self.n}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the results table."""
+
+    bench: str
+    what: str
+    value: str
+    detail: str = ""
+
+
+def ratio(numerator: float, denominator: float) -> float:
+    return numerator / denominator if denominator > 0 else float("inf")
+
+
+def bench_env(state_dir: Path | None = None) -> dict[str, str]:
+    """The environment for measured subprocesses: `local` resolves to the benchmark's own cluster."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    env["RAY_AUTH_MODE"] = "disabled"
+    if state_dir is not None:
+        env["COCKPIT_STATE_DIR"] = str(state_dir)
+    return env
+
+
+def timed_run(argv: list[str], env: dict[str, str], timeout: float = 120.0) -> tuple[float, str]:
+    """Wall time of one whole process from spawn to exit, and its stdout; raises if it failed."""
+    started = time.perf_counter()
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, cwd=REPO)
+    took = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
+    return took, proc.stdout
+
+
+def load_average() -> tuple[float, float, float]:
+    return os.getloadavg()
+
+
+def tree() -> dict[str, Any]:
+    """The commit measured, and the files outside bench/ that differed from it when the run started."""
+
+    def git(*args: str) -> str:
+        proc = subprocess.run(["git", *args], capture_output=True, text=True, cwd=REPO, check=False)
+        return proc.stdout
+
+    changed = [line[3:] for line in git("status", "--porcelain").splitlines() if line[3:]]
+    return {
+        "commit": git("rev-parse", "--short", "HEAD").strip(),
+        "changed": [c for c in changed if not c.startswith("bench/")],
+    }
+
+
+def machine() -> dict[str, Any]:
+    """What the numbers were measured on."""
+
+    def version(dist: str) -> str:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    mem_kib = 0
+    with open("/proc/meminfo") as fh:
+        for line in fh:
+            if line.startswith("MemTotal:"):
+                mem_kib = int(line.split()[1])
+    return {
+        "nproc": os.cpu_count(),
+        "memory_gib": round(mem_kib / 2**20, 1),
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+        "ray": version("ray"),
+        "textual": version("textual"),
+        "aiohttp": version("aiohttp"),
+        "cockpit": version("ray-cockpit"),
+    }

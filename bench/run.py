@@ -1,0 +1,132 @@
+"""Provides the benchmark runner: `python bench/run.py [--quick] [--only NAME ...]`.
+
+Runs the start-up benchmark first (it needs no cluster), then starts ONE real local Ray cluster
+(3 nodes x 2 logical GPUs, remembered in a private temp directory) for the cluster-status and idle-CPU
+benchmarks, and stops it in a `finally`, also on Ctrl-C or SIGTERM. Prints a table and writes every
+sample to bench/results/YYYYmmdd-HHMMSS.json. Times are only compared within one run (ratios).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import cluster_status
+import idle_cpu
+import startup
+from common import REPO, Row, load_average, machine, tree
+
+from cockpit.core import local_cluster
+
+NODES, GPUS_PER_NODE = 3, 2
+BENCHES = ("startup", "cluster_status", "idle_cpu")
+RESULTS = REPO / "bench" / "results"
+
+
+def _say(message: str) -> None:
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+def _stop_on_signal(signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)  # unwinds through the `finally` that stops the cluster
+
+
+def _pids_under(root: str) -> list[int]:
+    """Live processes whose command line names the cluster's temp dir (its raylets, GCS, workers)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    if root.encode() in fh.read():
+                        pids.append(int(entry))
+            except OSError:
+                continue
+    return pids
+
+
+def _with_cluster(selected: Sequence[str], quick: bool, results: dict[str, Any], rows: list[Row]) -> None:
+    state_dir = Path(tempfile.mkdtemp(prefix="cockpit-bench-"))
+    root = ""
+    try:
+        _say(f"starting a local cluster: {NODES} nodes x {GPUS_PER_NODE} GPUs (state in {state_dir})")
+        started = time.monotonic()
+        cluster = local_cluster.up(NODES, GPUS_PER_NODE, directory=state_dir, progress=_say)
+        root = cluster.root
+        up_s = time.monotonic() - started
+        results["cluster"] = {"nodes": NODES, "gpus_per_node": GPUS_PER_NODE, "up_s": up_s}
+        if "cluster_status" in selected:
+            _say("cluster_status ...")
+            results["cluster_status"], new = cluster_status.run(cluster, state_dir, NODES, quick)
+            rows += new
+        if "idle_cpu" in selected:
+            _say("idle_cpu ...")
+            results["idle_cpu"], new = idle_cpu.run(state_dir, NODES, quick)
+            rows += new
+    finally:
+        _say("stopping the local cluster")
+        local_cluster.down(directory=state_dir)
+        left = _pids_under(root) if root else []
+        results.setdefault("cluster", {})["processes_left_after_down"] = left
+        if left:
+            _say(f"WARNING: processes of this cluster still run: {left}")
+        shutil.rmtree(state_dir, ignore_errors=True)
+
+
+def _print_table(rows: list[Row]) -> None:
+    header = Row("bench", "measurement", "median (min-max) / ratio", "detail")
+    widths = [max(len(getattr(r, f)) for r in [header, *rows]) for f in ("bench", "what", "value")]
+    for row in [header, *rows]:
+        print(f"{row.bench:{widths[0]}}  {row.what:{widths[1]}}  {row.value:{widths[2]}}  {row.detail}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="fewer rounds and a 10 s idle window")
+    parser.add_argument("--only", nargs="+", choices=BENCHES, default=list(BENCHES), metavar="NAME")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, _stop_on_signal)
+    signal.signal(signal.SIGHUP, _stop_on_signal)
+    results: dict[str, Any] = {
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "quick": args.quick,
+        "machine": machine(),
+        "tree": tree(),
+        "load_before": load_average(),
+    }
+    rows: list[Row] = []
+    if "startup" in args.only:
+        _say("startup ...")
+        results["startup"], new = startup.run(args.quick)
+        rows += new
+    if {"cluster_status", "idle_cpu"} & set(args.only):
+        _with_cluster(args.only, args.quick, results, rows)
+    results["load_after"] = load_average()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{time.strftime('%Y%m%d-%H%M%S')}{'-quick' if args.quick else ''}.json"
+    path.write_text(json.dumps(results, indent=2, default=str))
+    info = results["machine"]
+    print(
+        f"\n{info['nproc']} cores, Python {info['python']}, ray {info['ray']}, textual {info['textual']}; "
+        f"load average before {results['load_before'][0]:.2f}, after {results['load_after'][0]:.2f}\n"
+    )
+    _print_table(rows)
+    measured = results["tree"]
+    if measured["changed"]:
+        print(f"\nmeasured {measured['commit']} plus uncommitted: {', '.join(measured['changed'])}")
+    print(f"\nresults: {path.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
