@@ -8,6 +8,7 @@ stderr), 2 usage error, 3 timeout.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -90,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--dry-run", action="store_true", help="print the request (secrets masked); submit nothing"
     )
     p.add_argument("--follow", action="store_true", help="print the driver log until the job ends")
+    p.add_argument("--force", action="store_true", help="submit even when a pre-flight check fails")
 
     p = sub.add_parser("jobs", help="list jobs")
     _add_connect_options(p)
@@ -107,10 +109,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p = profiles.add_parser("show", help="a profile's job request, secrets masked")
     p.add_argument("name", metavar="NAME")
+    p = profiles.add_parser("check", help="validate profiles (all found, or the given files)")
+    p.add_argument("files", nargs="*", metavar="FILE")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # `cockpit jobs local | head` should end quietly, as other command-line tools do.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     parser = build_parser()
     args = parser.parse_args(argv)
     from cockpit.core.errors import CockpitError

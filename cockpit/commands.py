@@ -15,6 +15,7 @@ from cockpit.core import local_cluster
 from cockpit.core.connection import ConnectOptions, open_dashboard
 from cockpit.core.errors import CockpitError
 from cockpit.core.join import JoinProgress
+from cockpit.core.preflight import Check
 from cockpit.core.ray_api import DashboardError
 from cockpit.core.snapshots import NA, NodeSnapshot
 from cockpit.core.targets import Target, parse_target
@@ -267,23 +268,41 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return asyncio.run(run())
 
 
+def _print_checklist(checks: list[Check]) -> None:
+    marks = {"ok": "✔", "fail": "✘", "warn": "!", "info": "·"}
+    for check in checks:
+        print(f"  {marks[check.status]} {check.name}: {check.detail}", file=sys.stderr)
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     from cockpit.core import profiles
+    from cockpit.core.preflight import preflight
 
     profile = profiles.load(profiles.find(args.profile))
     for item in args.overrides:
         if "=" not in item:
             raise CockpitError(f"{item!r} is not KEY=VALUE.")
-    shown = profiles.render(profile, tuple(args.overrides), mask=True)
+    overrides = tuple(args.overrides)
+    shown = profiles.render(profile, overrides, mask=True, check_secrets=False)
     if args.dry_run:
-        print(json.dumps(shown, indent=2))
+        _print_checklist(preflight(profile, overrides, None, at_submit=False))
+        print(json.dumps(shown, indent=2, ensure_ascii=False))
         return EXIT_OK
-    request = profiles.render(profile, tuple(args.overrides), submission_id=shown["submission_id"])
     target = parse_target(args.target)
 
     async def run() -> int:
+        from cockpit.core.jobs import submit_request
+
         async with open_dashboard(target, _options(args)) as client:
-            submission_id = await client.submit_job(request)
+            checks = preflight(profile, overrides, await client.nodes())
+            print(f"pre-flight for {profile.name}:", file=sys.stderr)
+            _print_checklist(checks)
+            failed = [c for c in checks if c.blocking]
+            if failed and not args.force:
+                _err(f"not submitted: {failed[0].name}: {failed[0].detail} (fix it, or pass --force)")
+                return EXIT_FAIL
+            request = profiles.render(profile, overrides, submission_id=shown["submission_id"])
+            submission_id = await submit_request(client, request)
             print(f"submitted {submission_id}")
             if not args.follow:
                 return EXIT_OK
@@ -293,7 +312,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 async def _follow(client: Any, submission_id: str) -> int:
-    """Print the driver log as it grows until the job ends (polls the last lines; no stream held open)."""
+    """Print the driver log as it grows until the job ends; exit 0 only if it SUCCEEDED.
+
+    Polls the log file (no stream held open, so it never counts against the dashboard's stream limit).
+    """
     printed = 0
     while True:
         job = await client.job(submission_id)
@@ -301,11 +323,15 @@ async def _follow(client: Any, submission_id: str) -> int:
             text = await client.log_file(node_id=job.driver_node_id, submission_id=submission_id, lines=-1)
             lines = text.splitlines()
             for line in lines[printed:]:
-                print(line)
+                print(line, flush=True)
             printed = len(lines)
         if job.terminal:
-            print(f"{submission_id}: {job.status} {job.message}".rstrip())
-            return EXIT_OK if job.status == "SUCCEEDED" else EXIT_FAIL
+            if job.status == "SUCCEEDED":
+                print(f"{submission_id}: SUCCEEDED")
+                return EXIT_OK
+            message = " ".join(job.message.split())[:500] or "no message"
+            _err(f"job {submission_id} {job.status}: {message}")
+            return EXIT_FAIL
         await asyncio.sleep(2.0)
 
 
@@ -314,6 +340,7 @@ async def _follow(client: Any, submission_id: str) -> int:
 
 def cmd_profiles(args: argparse.Namespace) -> int:
     from cockpit.core import profiles
+    from cockpit.core.preflight import preflight
 
     if args.profiles_command == "list":
         for directory in profiles.search_path():
@@ -321,12 +348,35 @@ def cmd_profiles(args: argparse.Namespace) -> int:
                 try:
                     profile = profiles.load(path)
                 except profiles.ProfileError as exc:
-                    print(f"{path.stem:24} (invalid: {exc})")
+                    print(f"{path.stem:36} (invalid: {exc})")
                     continue
-                print(f"{profile.name:24} {profile.description[:70]}  [{path}]")
+                shape = f"{profile.cluster.nodes}x{profile.cluster.gpus_per_node}"
+                print(f"{profile.name:36} {shape:>6}  {profile.description[:70]}")
         return EXIT_OK
+    if args.profiles_command == "check":
+        paths = [profiles.find(p) for p in args.files] or [
+            path for directory in profiles.search_path() for path in sorted(directory.glob("*.y*ml"))
+        ]
+        bad = 0
+        for path in paths:
+            try:
+                profile = profiles.load(path)
+            except profiles.ProfileError as exc:
+                print(f"✘ {exc}")
+                bad += 1
+                continue
+            failed = [c for c in preflight(profile, (), None, at_submit=False) if c.blocking]
+            if failed:
+                line = profiles.line_of_text(path, failed[0].key)
+                print(f"✘ {path}:{line}: {failed[0].name}: {failed[0].detail}")
+                bad += 1
+            else:
+                print(f"✔ {profile.name} ({path})")
+        if bad:
+            _err(f"{bad} of {len(paths)} profile(s) have problems")
+        return EXIT_FAIL if bad else EXIT_OK
     profile = profiles.load(profiles.find(args.name))
-    print(json.dumps(profiles.render(profile, mask=True), indent=2))
+    print(json.dumps(profiles.render(profile, mask=True, check_secrets=False), indent=2, ensure_ascii=False))
     return EXIT_OK
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import shlex
 import sys
 import time
@@ -23,6 +24,8 @@ import yaml
 from cockpit.core.errors import CockpitError
 
 MASK = "••••••"
+MAX_UPLOAD_BYTES = 100 * 2**20
+"""The dashboard refuses packages over 100 MiB."""
 _VAR = re.compile(r"\$\{([^}]+)\}")
 _KEYS = {
     "name",
@@ -36,7 +39,28 @@ _KEYS = {
     "metadata",
     "tags",
     "debug",
+    "framework",
 }
+FRAMEWORKS = ("generic", "demo", "verl", "intuitor", "nemo_rl", "rlinf")
+"""Frameworks whose overrides the pre-flight checks understand."""
+RUNTIME_ENV_KEYS = (
+    "py_modules",
+    "py_executable",
+    "java_jars",
+    "working_dir",
+    "conda",
+    "pip",
+    "uv",
+    "container",
+    "excludes",
+    "env_vars",
+    "config",
+    "worker_process_setup_hook",
+    "image_uri",
+    "_nsight",
+    "_rocprof_sys",
+)
+"""Fields Ray 2.60 accepts in a runtime_env (anything else fails the job at start)."""
 
 
 class ProfileError(CockpitError):
@@ -64,6 +88,7 @@ class Profile:
     entrypoint_resources: Mapping[str, float] = field(default_factory=dict)
     metadata: Mapping[str, str] = field(default_factory=dict)
     tags: tuple[str, ...] = ()
+    framework: str = "generic"
     post_mortem: bool = False
 
 
@@ -94,12 +119,89 @@ def find(name_or_path: str) -> Path:
     raise ProfileError(f"no profile named {name_or_path!r} (known: {names}).")
 
 
-def _line_of(node: yaml.Node | None, key: str) -> int:
-    if isinstance(node, yaml.MappingNode):
-        for key_node, _value in node.value:
+def _line_of(node: yaml.Node | None, dotted: str) -> int:
+    """The line of a (dotted) key in the composed YAML, or of its nearest parent that exists."""
+    line = 1
+    for key in dotted.split("."):
+        if not isinstance(node, yaml.MappingNode):
+            break
+        for key_node, value_node in node.value:
             if getattr(key_node, "value", None) == key:
-                return int(key_node.start_mark.line) + 1
-    return 1
+                line = int(key_node.start_mark.line) + 1
+                node = value_node
+                break
+        else:
+            break
+    return line
+
+
+def _item_line(node: yaml.Node | None, key: str, index: int) -> int:
+    """The line of item `index` of the list under top-level `key`."""
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            is_list = isinstance(value_node, yaml.SequenceNode)
+            if getattr(key_node, "value", None) == key and is_list and index < len(value_node.value):
+                return int(value_node.value[index].start_mark.line) + 1
+    return _line_of(node, key)
+
+
+class _Checker:
+    """Type checks with errors that name the file, the line and the key."""
+
+    def __init__(self, path: Path, node: yaml.Node | None) -> None:
+        self.path = path
+        self.node = node
+
+    def fail(self, key: str, message: str, line: int | None = None) -> ProfileError:
+        return ProfileError(f"{self.path}:{line or _line_of(self.node, key)}: {key}: {message}")
+
+    def mapping(self, value: Any, key: str, what: str) -> Mapping[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise self.fail(key, f"must be a mapping ({what}), not {_kind(value)}.")
+        return value
+
+    def string(self, value: Any, key: str) -> str:
+        if value is None:
+            return ""
+        if not isinstance(value, str):
+            raise self.fail(key, f"must be a string, not {_kind(value)}.")
+        return value
+
+    def whole(self, value: Any, key: str, default: int) -> int:
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise self.fail(key, f"must be a whole number, not {value!r}.")
+        return value
+
+    def number(self, value: Any, key: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise self.fail(key, f"must be a number, not {value!r}.")
+        return float(value)
+
+    def strings(self, value: Any, key: str) -> tuple[str, ...]:
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            raise self.fail(key, f"must be a list, not {_kind(value)}.")
+        out = []
+        for index, item in enumerate(value):
+            if isinstance(item, (dict, list)) or item is None:
+                raise self.fail(
+                    key,
+                    f"item {index + 1} must be a string, not {_kind(item)}.",
+                    _item_line(self.node, key, index),
+                )
+            out.append(str(item))
+        return tuple(out)
+
+
+def _kind(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "true/false", type(None): "empty"}.get(
+        type(value), type(value).__name__
+    )
 
 
 def load(path: Path) -> Profile:
@@ -121,68 +223,79 @@ def load(path: Path) -> Profile:
         raise ProfileError(f"{path}{line}: not valid YAML ({getattr(exc, 'problem', exc)}).") from None
     if not isinstance(doc, Mapping):
         raise ProfileError(f"{path}:1: a profile is a mapping of keys (name, entrypoint, ...).")
-
-    def fail(key: str, message: str) -> ProfileError:
-        return ProfileError(f"{path}:{_line_of(node, key.split('.')[0])}: {key}: {message}")
+    check = _Checker(path, node)
 
     unknown = sorted(set(map(str, doc)) - _KEYS)
     if unknown:
-        raise fail(unknown[0], f"unknown key (expected one of {', '.join(sorted(_KEYS))}).")
+        raise check.fail(unknown[0], f"unknown key (expected one of {', '.join(sorted(_KEYS))}).")
     entry = doc.get("entrypoint")
     if isinstance(entry, Mapping):
-        module = entry.get("module")
-        if not isinstance(module, str) or not module:
-            raise fail("entrypoint", "needs `module:` (or give a command string).")
-        args = entry.get("args") or []
-        entrypoint = " ".join(["${python}", "-m", module, *map(str, args)])
+        module = check.string(entry.get("module"), "entrypoint.module")
+        if not module:
+            raise check.fail("entrypoint", "needs `module:` (or give a command string).")
+        args = check.strings(entry.get("args"), "entrypoint.args")
+        entrypoint = " ".join(["${python}", "-m", module, *args])
     elif isinstance(entry, str) and entry.strip():
         entrypoint = entry.strip()
     else:
-        raise fail("entrypoint", "missing: give a command string or {module: ..., args: [...]}.")
-    overrides = doc.get("overrides") or []
-    if not isinstance(overrides, list) or not all(isinstance(o, (str, int, float)) for o in overrides):
-        raise fail("overrides", "must be a list of key=value strings.")
-    runtime_env = doc.get("runtime_env") or {}
-    if not isinstance(runtime_env, Mapping):
-        raise fail("runtime_env", "must be a mapping (env_vars, pip, py_executable, ...).")
-    env_vars = runtime_env.get("env_vars") or {}
-    if not isinstance(env_vars, Mapping):
-        raise fail("runtime_env", "env_vars must be a mapping of NAME: value.")
-    cluster = doc.get("cluster") or {}
-    if not isinstance(cluster, Mapping):
-        raise fail("cluster", "must be a mapping with nodes and gpus_per_node.")
-    try:
-        shape = ClusterShape(
-            nodes=int(cluster.get("nodes", 1)), gpus_per_node=int(cluster.get("gpus_per_node", 0))
-        )
-    except (TypeError, ValueError):
-        raise fail("cluster", "nodes and gpus_per_node must be whole numbers.") from None
-    resources = doc.get("entrypoint_resources") or {}
-    if not isinstance(resources, Mapping):
-        raise fail("entrypoint_resources", "must be a mapping like {num_cpus: 1}.")
-    metadata = doc.get("metadata") or {}
-    if not isinstance(metadata, Mapping):
-        raise fail("metadata", "must be a mapping of strings.")
+        raise check.fail("entrypoint", "missing: give a command string or {module: ..., args: [...]}.")
+    overrides = check.strings(doc.get("overrides"), "overrides")
+    for index, item in enumerate(overrides):
+        if "=" not in item:
+            raise check.fail("overrides", f"{item!r} is not key=value.", _item_line(node, "overrides", index))
+    runtime_env = check.mapping(doc.get("runtime_env"), "runtime_env", "env_vars, pip, py_executable, ...")
+    for key in runtime_env:
+        if key not in RUNTIME_ENV_KEYS:
+            raise check.fail(
+                f"runtime_env.{key}", f"not a runtime_env field (known: {', '.join(RUNTIME_ENV_KEYS)})."
+            )
+    env_vars = check.mapping(runtime_env.get("env_vars"), "runtime_env.env_vars", "NAME: value")
+    for name, value in env_vars.items():
+        if isinstance(value, (dict, list)) or value is None:
+            raise check.fail(f"runtime_env.env_vars.{name}", f"must be a string, not {_kind(value)}.")
+    cluster = check.mapping(doc.get("cluster"), "cluster", "nodes, gpus_per_node")
+    for key in cluster:
+        if key not in ("nodes", "gpus_per_node"):
+            raise check.fail(f"cluster.{key}", "unknown key (expected nodes, gpus_per_node).")
+    shape = ClusterShape(
+        nodes=check.whole(cluster.get("nodes"), "cluster.nodes", 1),
+        gpus_per_node=check.whole(cluster.get("gpus_per_node"), "cluster.gpus_per_node", 0),
+    )
+    resources = check.mapping(
+        doc.get("entrypoint_resources"), "entrypoint_resources", "num_cpus, num_gpus, memory"
+    )
+    for key in resources:
+        if key not in ("num_cpus", "num_gpus", "memory"):
+            raise check.fail(
+                f"entrypoint_resources.{key}", "unknown key (expected num_cpus, num_gpus, memory)."
+            )
+    metadata = check.mapping(doc.get("metadata"), "metadata", "key: string")
+    framework = check.string(doc.get("framework"), "framework") or "generic"
+    if framework not in FRAMEWORKS:
+        raise check.fail("framework", f"unknown framework {framework!r} (known: {', '.join(FRAMEWORKS)}).")
     debug = doc.get("debug")
     if debug not in (None, "post_mortem"):
-        raise fail("debug", "the only value is `post_mortem`.")
+        raise check.fail("debug", "the only value is `post_mortem`.")
     return Profile(
-        name=str(doc.get("name") or path.stem),
+        name=check.string(doc.get("name"), "name") or path.stem,
         path=path,
         entrypoint=entrypoint,
-        description=str(doc.get("description") or ""),
-        overrides=tuple(str(o) for o in overrides),
-        working_dir=str(doc.get("working_dir") or ""),
+        description=check.string(doc.get("description"), "description"),
+        overrides=overrides,
+        working_dir=check.string(doc.get("working_dir"), "working_dir"),
         runtime_env=dict(runtime_env),
         cluster=shape,
-        entrypoint_resources={str(k): float(v) for k, v in resources.items()},
+        entrypoint_resources={
+            str(k): check.number(v, f"entrypoint_resources.{k}") for k, v in resources.items()
+        },
         metadata={str(k): str(v) for k, v in metadata.items()},
-        tags=tuple(str(t) for t in doc.get("tags") or ()),
+        tags=check.strings(doc.get("tags"), "tags"),
+        framework=framework,
         post_mortem=debug == "post_mortem",
     )
 
 
-def _resolve(text: str, shape: ClusterShape, secrets: dict[str, str], mask: bool) -> str:
+def _resolve(text: str, shape: ClusterShape, secrets: dict[str, str], mask: bool, strict: bool) -> str:
     def replace(match: re.Match[str]) -> str:
         key = match.group(1).strip()
         if key == "python":
@@ -195,9 +308,11 @@ def _resolve(text: str, shape: ClusterShape, secrets: dict[str, str], mask: bool
             name = key[4:]
             value = os.environ.get(name)
             if value is None:
-                raise ProfileError(
-                    f"${{env:{name}}} is not set in this shell: export {name} before submitting."
-                )
+                if strict:
+                    raise ProfileError(
+                        f"${{env:{name}}} is not set in this shell: export {name} before submitting."
+                    )
+                return MASK
             secrets[name] = value
             return MASK if mask else value
         raise ProfileError(
@@ -207,43 +322,86 @@ def _resolve(text: str, shape: ClusterShape, secrets: dict[str, str], mask: bool
     return _VAR.sub(replace, text)
 
 
+def secret_names(profile: Profile) -> list[str]:
+    """Names of the `${env:NAME}` secrets a profile uses, in order of appearance."""
+    texts = [profile.entrypoint, *profile.overrides, profile.working_dir, repr(dict(profile.runtime_env))]
+    texts += list(profile.metadata.values())
+    names: list[str] = []
+    for text in texts:
+        for match in _VAR.finditer(text):
+            key = match.group(1).strip()
+            if key.startswith("env:") and key[4:] not in names:
+                names.append(key[4:])
+    return names
+
+
+def new_submission_id(profile_name: str) -> str:
+    """`<profile>-<yyyymmdd-hhmmss>-<suffix>`: readable, sortable, and unique even within a second."""
+    return f"{profile_name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
 def render(
     profile: Profile,
     extra_overrides: tuple[str, ...] = (),
     *,
     mask: bool = False,
     submission_id: str | None = None,
+    check_secrets: bool = True,
 ) -> dict[str, Any]:
-    """The JobSubmitRequest for this profile. With `mask`, secrets appear as MASK (for display)."""
-    secrets: dict[str, str] = {}
+    """The JobSubmitRequest for this profile.
+
+    Profile overrides are appended to the entrypoint byte for byte as written (the job runs it through a
+    shell, as the launch guides do); extra overrides from the command line are shell-quoted when needed.
+    A `working_dir` that exists here is uploaded at submit (see `jobs.submit_profile`); any other path is
+    taken to be on the cluster's shared filesystem and the entrypoint runs there (`cd DIR && ...`).
+    With `mask`, secrets appear as MASK (for display); without `check_secrets`, unset ones do too.
+    """
+    found: dict[str, str] = {}
     shape = profile.cluster
 
     def res(value: Any) -> Any:
         if isinstance(value, str):
-            return _resolve(value, shape, secrets, mask)
+            return _resolve(value, shape, found, mask, check_secrets)
         if isinstance(value, Mapping):
             return {str(k): res(v) for k, v in value.items()}
         if isinstance(value, list):
             return [res(v) for v in value]
         return value
 
-    parts = [res(profile.entrypoint), *(shlex.quote(res(o)) for o in (*profile.overrides, *extra_overrides))]
+    parts = [res(profile.entrypoint), *(res(o) for o in profile.overrides)]
+    parts += [shlex.quote(res(o)) for o in extra_overrides]
     runtime_env = res(dict(profile.runtime_env))
     env_vars = {str(k): str(v) for k, v in (runtime_env.get("env_vars") or {}).items()}
     if profile.post_mortem:
         env_vars["RAY_DEBUG_POST_MORTEM"] = "1"
     if env_vars:
         runtime_env["env_vars"] = env_vars
+    entrypoint = " ".join(parts)
     if profile.working_dir:
-        runtime_env.setdefault("working_dir", res(profile.working_dir))
+        directory = res(profile.working_dir)
+        if Path(os.path.expanduser(directory)).is_dir():
+            runtime_env["working_dir"] = str(Path(os.path.expanduser(directory)).resolve())
+            runtime_env.setdefault("excludes", [".git"])
+        else:
+            entrypoint = f"cd {shlex.quote(directory)} && {entrypoint}"
     request: dict[str, Any] = {
-        "entrypoint": " ".join(parts),
-        "submission_id": submission_id or f"{profile.name}-{time.strftime('%Y%m%d-%H%M%S')}",
+        "entrypoint": entrypoint,
+        "submission_id": submission_id or new_submission_id(profile.name),
         "metadata": {**{k: res(v) for k, v in profile.metadata.items()}, "cockpit_profile": profile.name},
     }
     if runtime_env:
         request["runtime_env"] = runtime_env
     for key in ("num_cpus", "num_gpus", "memory"):
         if key in profile.entrypoint_resources:
-            request[f"entrypoint_{key}"] = profile.entrypoint_resources[key]
+            value = profile.entrypoint_resources[key]
+            request[f"entrypoint_{key}"] = int(value) if key == "memory" else value
     return request
+
+
+def line_of_text(path: Path, needle: str) -> int:
+    """The first line of a profile file containing `needle` (an override key), else 1."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return 1
+    return next((n for n, line in enumerate(lines, start=1) if needle and needle in line), 1)

@@ -158,10 +158,11 @@ class DashboardClient:
         params: Sequence[tuple[str, str]] | None = None,
         json_body: Any = None,
         expect_json: bool = True,
+        data: bytes | None = None,
     ) -> Any:
         url = f"{self.base_url}{path}"
         try:
-            async with self._client().request(method, url, params=params, json=json_body) as resp:
+            async with self._client().request(method, url, params=params, json=json_body, data=data) as resp:
                 body = await resp.read()
                 if resp.status >= 400:
                     raise self._http_error(resp.status, path, body)
@@ -335,6 +336,22 @@ class DashboardClient:
         """POST a JobSubmitRequest; returns the submission id."""
         doc = await self._request("POST", "/api/jobs/", json_body=dict(request))
         return str(doc.get("submission_id") or doc.get("job_id")) if isinstance(doc, Mapping) else ""
+
+    async def delete_job(self, job_id: str) -> bool:
+        """Delete a finished job (the dashboard refuses a running one)."""
+        doc = await self._request("DELETE", f"/api/jobs/{job_id}")
+        return bool(doc.get("deleted")) if isinstance(doc, Mapping) else False
+
+    async def package_exists(self, name: str) -> bool:
+        try:
+            await self._request("GET", f"/api/packages/gcs/{name}", expect_json=False)
+        except NotFound:
+            return False
+        return True
+
+    async def upload_package(self, name: str, data: bytes) -> None:
+        """PUT a working_dir zip (at most 100 MiB) as `gcs://name`."""
+        await self._request("PUT", f"/api/packages/gcs/{name}", data=data, expect_json=False)
 
     async def stop_job(self, job_id: str) -> bool:
         doc = await self._request("POST", f"/api/jobs/{job_id}/stop")

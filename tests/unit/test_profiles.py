@@ -57,10 +57,12 @@ def test_overrides_kept_as_written(tmp_path: Path) -> None:
     [
         ("entrypoint: x\nbogus: 1\n", ":2: bogus: unknown key"),
         ("name: n\n", "entrypoint: missing"),
-        (
-            "entrypoint: x\ncluster: {nodes: many}\n",
-            ":2: cluster: nodes and gpus_per_node must be whole numbers",
-        ),
+        ("entrypoint: x\ncluster: {nodes: many}\n", ":2: cluster.nodes: must be a whole number, not 'many'"),
+        ("entrypoint: x\ncluster:\n  nodes: 2\n  gpu_per_node: 8\n", ":4: cluster.gpu_per_node: unknown key"),
+        ("entrypoint: x\noverrides:\n  - a=1\n  - oops\n", ":4: overrides: 'oops' is not key=value"),
+        ("entrypoint: x\nruntime_env:\n  envvars: {}\n", ":3: runtime_env.envvars: not a runtime_env field"),
+        ("entrypoint: x\ntags: demo\n", ":2: tags: must be a list, not a string"),
+        ("entrypoint: x\nframework: deepspeed\n", ":2: framework: unknown framework 'deepspeed'"),
         ("entrypoint: [unclosed\n", "not valid YAML"),
     ],
 )

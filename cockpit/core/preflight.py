@@ -1,0 +1,231 @@
+"""Provides the pre-flight checklist shown before a job is submitted.
+
+A job that dies at minute 20 because the cluster shape or an environment variable was wrong costs hours;
+these checks catch it before submitting: the shape asked vs the nodes alive, the framework's own shape
+overrides (verl, NeMo RL, RLinf), RLinf GPU placement ranges, secrets, the upload size. A failed check
+blocks submit unless the user forces it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from cockpit.core.profiles import MAX_UPLOAD_BYTES, Profile, ProfileError, render, secret_names
+from cockpit.core.snapshots import NodeSnapshot
+
+Status = Literal["ok", "fail", "warn", "info"]
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: Status
+    detail: str
+    key: str = ""
+    """The profile key or override the check is about, to point at its line."""
+
+    @property
+    def blocking(self) -> bool:
+        return self.status == "fail"
+
+
+def overrides_of(entrypoint: str) -> dict[str, str]:
+    """`key=value` items of a rendered entrypoint (quotes as written), later ones winning."""
+    import shlex
+
+    try:
+        words = shlex.split(entrypoint)
+    except ValueError:
+        words = entrypoint.split()
+    out: dict[str, str] = {}
+    for word in words:
+        key, sep, value = word.partition("=")
+        if sep and not key.startswith("-") and re.fullmatch(r"[+~]?[\w.,/-]+", key):
+            out[key.lstrip("+~")] = value
+    return out
+
+
+def _int(values: dict[str, str], key: str) -> int | None:
+    try:
+        return int(values[key])
+    except (KeyError, ValueError):
+        return None
+
+
+def _fits(nodes: Sequence[NodeSnapshot], want_nodes: int, want_gpus: int) -> tuple[bool, str]:
+    alive = [n for n in nodes if n.alive]
+    big_enough = [n for n in alive if n.logical_gpus >= want_gpus]
+    have = f"{len(alive)} alive node(s), {len(big_enough)} with ≥{want_gpus} GPUs"
+    return len(big_enough) >= want_nodes, have
+
+
+def _shape_check(
+    name: str,
+    want_nodes: int | None,
+    want_gpus: int | None,
+    nodes: Sequence[NodeSnapshot] | None,
+    key: str = "",
+) -> Check | None:
+    if want_nodes is None and want_gpus is None:
+        return None
+    want_nodes = want_nodes or 1
+    want_gpus = want_gpus or 0
+    asked = f"{want_nodes} x {want_gpus} GPUs"
+    if nodes is None:
+        return Check(name, "info", f"asks {asked} (not checked: no cluster)", key)
+    fits, have = _fits(nodes, want_nodes, want_gpus)
+    return Check(name, "ok" if fits else "fail", f"asks {asked}; cluster has {have}", key)
+
+
+_RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+))?\s*$")
+
+
+def placement_check(values: dict[str, str], total_gpus: int | None) -> Check | None:
+    """RLinf `cluster.component_placement.*`: inclusive ranges, no overlap, covering every GPU."""
+    prefix = "cluster.component_placement."
+    entries = {k[len(prefix) :]: v for k, v in values.items() if k.startswith(prefix)}
+    if not entries:
+        return None
+    if total_gpus is None:
+        return Check(
+            "RLinf placement", "fail", "needs cluster.num_nodes and cluster.num_gpus_per_node overrides"
+        )
+    owner: dict[int, str] = {}
+    problems: list[str] = []
+    culprit = ""
+    for component, spec in entries.items():
+        spec = spec.strip().strip("'\"")
+        if spec == "all":
+            gpus = range(total_gpus)
+        else:
+            match = _RANGE.match(spec)
+            if match is None:
+                problems.append(f"{component}={spec} is not a range like 0-7 or `all`")
+                culprit = culprit or component
+                continue
+            first, last = int(match[1]), int(match[2] or match[1])
+            if last < first or last >= total_gpus:
+                problems.append(f"{component}={spec} is outside 0-{total_gpus - 1}")
+                culprit = culprit or component
+                continue
+            gpus = range(first, last + 1)
+        for gpu in gpus:
+            if gpu in owner and spec != "all":
+                problems.append(f"{component} overlaps {owner[gpu]} at GPU {gpu}")
+                culprit = culprit or component
+                break
+            owner.setdefault(gpu, component)
+    missing = [g for g in range(total_gpus) if g not in owner]
+    if missing and not problems:
+        problems.append(
+            f"GPUs {missing[0]}-{missing[-1]} are given to no component (ranges must sum to {total_gpus})"
+        )
+    if problems:
+        return Check(
+            "RLinf placement", "fail", "; ".join(problems), prefix + (culprit or next(iter(entries)))
+        )
+    return Check("RLinf placement", "ok", f"{len(entries)} component group(s) cover GPUs 0-{total_gpus - 1}")
+
+
+def _framework_checks(
+    profile: Profile, values: dict[str, str], nodes: Sequence[NodeSnapshot] | None
+) -> list[Check]:
+    checks: list[Check | None] = []
+    if profile.framework in ("verl", "intuitor"):
+        checks.append(
+            _shape_check(
+                "verl trainer.nnodes x n_gpus_per_node",
+                _int(values, "trainer.nnodes"),
+                _int(values, "trainer.n_gpus_per_node"),
+                nodes,
+                "trainer.nnodes",
+            )
+        )
+    elif profile.framework == "nemo_rl":
+        checks.append(
+            _shape_check(
+                "NeMo RL cluster.num_nodes x gpus_per_node",
+                _int(values, "cluster.num_nodes"),
+                _int(values, "cluster.gpus_per_node"),
+                nodes,
+                "cluster.num_nodes",
+            )
+        )
+    elif profile.framework == "rlinf":
+        num_nodes, per_node = _int(values, "cluster.num_nodes"), _int(values, "cluster.num_gpus_per_node")
+        checks.append(
+            _shape_check(
+                "RLinf cluster.num_nodes x num_gpus_per_node", num_nodes, per_node, nodes, "cluster.num_nodes"
+            )
+        )
+        total = num_nodes * per_node if num_nodes is not None and per_node is not None else None
+        checks.append(placement_check(values, total))
+    return [c for c in checks if c is not None]
+
+
+def _upload_check(profile: Profile) -> Check | None:
+    if not profile.working_dir:
+        return None
+    path = Path(os.path.expanduser(profile.working_dir))
+    if not path.is_dir():
+        return Check(
+            "working_dir", "info", f"{profile.working_dir} is used in place on the cluster's filesystem"
+        )
+    size = 0
+    for root, dirs, files in os.walk(path):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        size += sum((Path(root) / f).stat().st_size for f in files if not (Path(root) / f).is_symlink())
+        if size > MAX_UPLOAD_BYTES:
+            break
+    mib = size / 2**20
+    if size > MAX_UPLOAD_BYTES:
+        return Check(
+            "working_dir upload", "fail", f"{path} is over {MAX_UPLOAD_BYTES // 2**20} MiB (without .git)"
+        )
+    return Check("working_dir upload", "ok", f"{path}: {mib:.1f} MiB to upload, .git left out")
+
+
+def preflight(
+    profile: Profile,
+    extra_overrides: Iterable[str] = (),
+    nodes: Sequence[NodeSnapshot] | None = None,
+    *,
+    at_submit: bool = True,
+) -> list[Check]:
+    """The checklist for submitting `profile` to a cluster with `nodes` (None: static checks only).
+
+    With `at_submit`, a secret missing from this shell fails; otherwise (`profiles check`) it only warns,
+    since secrets are read when the job is submitted.
+    """
+    checks: list[Check] = []
+    shape = _shape_check("cluster shape", profile.cluster.nodes, profile.cluster.gpus_per_node, nodes)
+    if shape is not None:
+        checks.append(shape)
+    missing = [name for name in secret_names(profile) if name not in os.environ]
+    if missing:
+        status: Status = "fail" if at_submit else "warn"
+        checks.append(Check("secrets", status, f"not set in this shell: {', '.join(missing)} (export them)"))
+    elif secret_names(profile):
+        checks.append(Check("secrets", "ok", f"{', '.join(secret_names(profile))} set (sent masked)"))
+    try:
+        entrypoint = render(profile, tuple(extra_overrides), mask=True, check_secrets=False)["entrypoint"]
+    except ProfileError as exc:
+        checks.append(Check("profile", "fail", str(exc)))
+        return checks
+    checks.extend(_framework_checks(profile, overrides_of(entrypoint), nodes))
+    upload = _upload_check(profile)
+    if upload is not None:
+        checks.append(upload)
+    checks.append(
+        Check(
+            "environment",
+            "info",
+            "the job runs with the environment `ray start` ran in (PATH, venv, modules) plus runtime_env",
+        )
+    )
+    return checks
