@@ -30,8 +30,9 @@ from cockpit.ui.messages import ClusterInfoLoaded, ClusterPolled, HostKeyUnknown
 from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.screens.cluster import ClusterScreen
 from cockpit.ui.screens.help import HelpScreen
+from cockpit.ui.screens.jobs import JobsScreen
 from cockpit.ui.screens.prompts import HostKeyScreen, PassphraseScreen
-from cockpit.ui.screens.upcoming import ActorsScreen, DebuggerScreen, GpuScreen, JobsScreen, LogsScreen
+from cockpit.ui.screens.upcoming import ActorsScreen, DebuggerScreen, GpuScreen, LogsScreen
 from cockpit.ui.widgets.status_bar import StatusBar
 
 NODE_POLL_SECONDS = 2.0
@@ -124,6 +125,10 @@ class CockpitApp(App[int]):
 
     # -- polling -------------------------------------------------------------------------------
 
+    async def dashboard(self) -> DashboardClient:
+        """The dashboard client (connecting on first use); for workers of screens."""
+        return await self._dashboard()
+
     async def _dashboard(self) -> DashboardClient:
         if self._connection is None:
             options = replace(self.options, confirm_host_key=None, ask_passphrase=self._ask_passphrase)
@@ -153,7 +158,7 @@ class CockpitApp(App[int]):
             client = await self._dashboard()
             if self.info is None:
                 self.post_message(ClusterInfoLoaded(await client.cluster_info()))
-            fetch_jobs = self._polls % JOB_POLL_EVERY == 0
+            fetch_jobs = self._polls % JOB_POLL_EVERY == 0 or isinstance(self.screen, JobsScreen)
             if fetch_jobs:
                 nodes, jobs = await asyncio.gather(client.nodes(fresh=self._polls == 0), client.jobs())
                 self._jobs = jobs

@@ -36,12 +36,6 @@ class ActorsScreen(UpcomingScreen):
     FEATURE = "Ray actors: filter, sort, role, node, GPU, state, restarts."
 
 
-class JobsScreen(UpcomingScreen):
-    TITLE = "4 Jobs"
-    FEATURE = "Launch jobs from saved profiles with pre-flight checks; follow and stop them."
-    ISSUE = 5
-
-
 class LogsScreen(UpcomingScreen):
     TITLE = "5 Logs"
     FEATURE = "Live driver, actor and worker logs with search, filters and error highlighting."

@@ -1,0 +1,241 @@
+"""Provides the Jobs screen (key 4): the cluster's jobs, and launching, stopping, deleting, resubmitting."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Static
+
+from cockpit.core.errors import CockpitError
+from cockpit.core.snapshots import JobRow
+from cockpit.core.units import ago, duration
+from cockpit.ui.screens.base import CockpitScreen
+from cockpit.ui.screens.confirm import ConfirmScreen
+from cockpit.ui.screens.launcher import LaunchScreen
+from cockpit.ui.widgets.jobs_strip import STATUS_STYLE
+
+COLUMNS = (
+    ("job", "Job"),
+    ("status", "Status"),
+    ("entrypoint", "Entrypoint"),
+    ("started", "Started"),
+    ("duration", "Duration"),
+    ("driver", "Driver node"),
+    ("message", "Message"),
+)
+
+
+def short_entrypoint(entrypoint: str, width: int = 48) -> str:
+    """The part a user recognises: drop interpreter paths, keep the module or script and the start."""
+    words = entrypoint.split()
+    if words and "/" in words[0] and words[0].rsplit("/", 1)[-1].startswith("python"):
+        words[0] = words[0].rsplit("/", 1)[-1]
+    text = " ".join(words)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def job_cells(job: JobRow, now: float) -> dict[str, str | Text]:
+    end = job.end_time or now
+    return {
+        "job": job.key,
+        "status": Text(job.status, style=STATUS_STYLE.get(job.status, "")),
+        "entrypoint": short_entrypoint(job.entrypoint),
+        "started": ago(now - job.start_time) if job.start_time else "-",
+        "duration": duration(end - job.start_time) if job.start_time else "-",
+        "driver": job.driver_node_id[:8],
+        "message": " ".join(job.message.split())[:80],
+    }
+
+
+class JobsScreen(CockpitScreen):
+    TITLE = "4 Jobs"
+    BINDINGS = [
+        Binding("n", "launch", "New job", id="jobs.new"),
+        Binding("s", "stop", "Stop", id="jobs.stop"),
+        Binding("d", "delete", "Delete", id="jobs.delete"),
+        Binding("e", "resubmit", "Resubmit", id="jobs.resubmit"),
+        Binding("enter", "driver_log", "Driver log", id="jobs.log"),
+    ]
+
+    def compose_body(self) -> ComposeResult:
+        table: DataTable[str | Text] = DataTable(id="jobs-table", cursor_type="row", zebra_stripes=True)
+        yield table
+        yield Static("", id="jobs-hint")
+
+    def on_mount(self) -> None:
+        table = self.query_one("#jobs-table", DataTable)
+        for key, label in COLUMNS:
+            table.add_column(label, key=key)
+
+    def refresh_view(self) -> None:
+        snapshot = self.cockpit.snapshot
+        table = self.query_one("#jobs-table", DataTable)
+        table.set_class(self.cockpit.connection_state != "connected", "stale")
+        hint = self.query_one("#jobs-hint", Static)
+        if snapshot is None:
+            return
+        now = time.time()
+        keys = [job.key for job in snapshot.jobs]
+        with self.app.batch_update():
+            if [row.value for row in table.rows] != keys:
+                # A job came or went: rebuild (newest first). Jobs lists are short; cells update in place.
+                table.clear()
+                for job in snapshot.jobs:
+                    cells = job_cells(job, now)
+                    table.add_row(*(cells[key] for key, _ in COLUMNS), key=job.key)
+            else:
+                for job in snapshot.jobs:
+                    cells = job_cells(job, now)
+                    for key, _label in COLUMNS:
+                        table.update_cell(job.key, key, cells[key])
+        hint.update(
+            "no jobs yet: press [b]n[/b] to launch one from a profile"
+            if not keys
+            else "[b]n[/b] new · [b]s[/b] stop · [b]d[/b] delete · [b]e[/b] resubmit with edits · "
+            "[b]Enter[/b] driver log"
+        )
+
+    def current_job(self) -> JobRow | None:
+        table = self.query_one("#jobs-table", DataTable)
+        snapshot = self.cockpit.snapshot
+        if snapshot is None or table.row_count == 0:
+            return None
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return next((j for j in snapshot.jobs if j.key == key), None)
+
+    # -- actions -------------------------------------------------------------------------------
+
+    def action_launch(self, preselect: str | None = None, overrides: tuple[str, ...] = ()) -> None:
+        def launched(submission_id: str | None) -> None:
+            if submission_id:
+                self.notify(f"submitted {submission_id}")
+                self.cockpit.action_refresh_now()
+
+        self.app.push_screen(LaunchScreen(preselect, overrides), launched)
+
+    def action_resubmit(self) -> None:
+        job = self.current_job()
+        if job is None:
+            return
+        profile = job.metadata.get("cockpit_profile")
+        if not profile:
+            self.notify("this job was not launched from a profile; press n to pick one", severity="warning")
+            return
+        try:
+            overrides = tuple(json.loads(job.metadata.get("cockpit_overrides", "[]")))
+        except ValueError:
+            overrides = ()
+        self.action_launch(profile, overrides)
+
+    def action_stop(self) -> None:
+        job = self.current_job()
+        if job is None:
+            return
+        if job.terminal:
+            self.notify(f"{job.key} already ended ({job.status})", severity="warning")
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._job_call("stop", job.key)
+
+        self.app.push_screen(ConfirmScreen(f"Stop job [b]{job.key}[/b]?", "Stop"), answered)
+
+    def action_delete(self) -> None:
+        job = self.current_job()
+        if job is None:
+            return
+        if not job.terminal:
+            self.notify("only finished jobs can be deleted: stop it first (s)", severity="warning")
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._job_call("delete", job.key)
+
+        self.app.push_screen(
+            ConfirmScreen(f"Delete job [b]{job.key}[/b] and its record on the cluster?", "Delete"), answered
+        )
+
+    @work(group="job-action", exit_on_error=False, description="Stopping or deleting a job")
+    async def _job_call(self, verb: str, job_id: str) -> None:
+        try:
+            client = await self.cockpit.dashboard()
+            if verb == "stop":
+                await client.stop_job(job_id)
+            else:
+                await client.delete_job(job_id)
+        except CockpitError as exc:
+            self.notify(f"{verb} {job_id} failed: {exc}", severity="error")
+            return
+        self.notify(f"{job_id}: {'stop requested' if verb == 'stop' else 'deleted'}")
+        self.cockpit.action_refresh_now()
+
+    def action_driver_log(self) -> None:
+        job = self.current_job()
+        if job is not None:
+            self.app.push_screen(DriverLogScreen(job))
+
+    @on(DataTable.RowSelected)
+    def _row_selected(self) -> None:
+        self.action_driver_log()
+
+
+class DriverLogScreen(ModalScreen[None]):
+    """The last lines of a job's driver log; `r` reloads, escape closes (the Logs screen follows live)."""
+
+    DEFAULT_CSS = """
+    DriverLogScreen { align: center middle; }
+    DriverLogScreen > VerticalScroll {
+        width: 96%; height: 90%; border: round $primary; background: $surface; padding: 0 1;
+    }
+    """
+    BINDINGS = [
+        Binding("escape,q", "dismiss_log", "Close", id="log.close"),
+        Binding("r", "reload", "Reload", id="log.reload"),
+    ]
+    LINES = 300
+
+    def __init__(self, job: JobRow) -> None:
+        super().__init__()
+        self.job = job
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll() as scroll:
+            scroll.border_title = (
+                f"{self.job.key} · driver log (last {self.LINES} lines) · r reload · esc close"
+            )
+            yield Static("loading…", id="log-text", markup=False)
+
+    def on_mount(self) -> None:
+        self.action_reload()
+
+    def action_dismiss_log(self) -> None:
+        self.dismiss(None)
+
+    @work(exclusive=True, group="driver-log", exit_on_error=False, description="Fetching the driver log")
+    async def action_reload(self) -> None:
+        from cockpit.ui.app import CockpitApp
+
+        assert isinstance(self.app, CockpitApp)
+        text = self.query_one("#log-text", Static)
+        if not self.job.driver_node_id:
+            text.update(f"{self.job.key} has no driver yet ({self.job.status}: {self.job.message})")
+            return
+        try:
+            client = await self.app.dashboard()
+            log = await client.log_file(
+                node_id=self.job.driver_node_id, submission_id=self.job.submission_id, lines=self.LINES
+            )
+        except CockpitError as exc:
+            text.update(f"cannot fetch the driver log: {exc}")
+            return
+        text.update(log or "(empty)")
+        self.query_one(VerticalScroll).scroll_end(animate=False)

@@ -1,0 +1,255 @@
+"""Provides the job launcher: pick a profile, see exactly what will run, edit overrides, check, submit."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rich.markup import escape
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Input, OptionList, Static
+from textual.widgets.option_list import Option
+
+from cockpit.core import profiles
+from cockpit.core.errors import CockpitError
+from cockpit.core.preflight import Check, preflight
+
+if TYPE_CHECKING:
+    from cockpit.ui.app import CockpitApp
+
+MARKS = {"ok": "[green]✔[/]", "fail": "[red]✘[/]", "warn": "[yellow]![/]", "info": "[dim]·[/]"}
+
+
+def fuzzy_score(query: str, text: str) -> int | None:
+    """Lower is better; None when the query's letters do not appear in order in the text."""
+    query, text = query.lower().replace(" ", ""), text.lower()
+    position, score = -1, 0
+    for char in query:
+        found = text.find(char, position + 1)
+        if found < 0:
+            return None
+        score += found - position - 1
+        position = found
+    return score
+
+
+def discover_profiles() -> tuple[list[profiles.Profile], list[str]]:
+    """Every loadable profile on the search path, and one line per file that failed to load."""
+    found: list[profiles.Profile] = []
+    problems: list[str] = []
+    seen: set[str] = set()
+    for directory in profiles.search_path():
+        for path in sorted(directory.glob("*.y*ml")):
+            try:
+                profile = profiles.load(path)
+            except profiles.ProfileError as exc:
+                problems.append(str(exc))
+                continue
+            if profile.name not in seen:
+                seen.add(profile.name)
+                found.append(profile)
+    return found, problems
+
+
+@dataclass
+class LaunchRequest:
+    profile: profiles.Profile
+    overrides: tuple[str, ...]
+    force: bool
+
+
+class LaunchScreen(ModalScreen[str | None]):
+    """Returns the submission id, or None when the user backs out."""
+
+    DEFAULT_CSS = """
+    LaunchScreen { align: center middle; }
+    LaunchScreen > Vertical {
+        width: 96%; height: 92%; border: round $primary; background: $surface; padding: 0 1;
+    }
+    LaunchScreen #launch-body { height: 1fr; }
+    LaunchScreen #profile-list { width: 40%; height: 1fr; }
+    LaunchScreen #preview { width: 60%; height: 1fr; padding: 0 1; }
+    LaunchScreen Input { margin: 1 0 0 0; }
+    LaunchScreen #launch-help { color: $text-muted; height: 1; }
+    """
+    BINDINGS = [
+        Binding("escape", "dismiss_none", "Cancel", id="launch.cancel"),
+        Binding("ctrl+s", "submit", "Submit", id="launch.submit"),
+        Binding("ctrl+f", "toggle_force", "Force", id="launch.force"),
+        Binding("tab", "next_field", "Next field", show=False, priority=True, id="launch.next"),
+    ]
+
+    def __init__(self, preselect: str | None = None, overrides: tuple[str, ...] = ()) -> None:
+        super().__init__()
+        self.all_profiles, self.problems = discover_profiles()
+        self.preselect = preselect
+        self.initial_overrides = overrides
+        self.force = False
+        self.checks: list[Check] = []
+
+    @property
+    def cockpit(self) -> CockpitApp:
+        from cockpit.ui.app import CockpitApp
+
+        assert isinstance(self.app, CockpitApp)
+        return self.app
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static("[b]Launch a job[/b]  (type to filter profiles)", id="launch-title")
+            yield Input(placeholder="filter profiles…", id="filter", compact=True)
+            with Horizontal(id="launch-body"):
+                yield OptionList(id="profile-list")
+                with VerticalScroll(id="preview"):
+                    yield Static(id="preview-text")
+            yield Input(
+                value=" ".join(shlex.quote(o) for o in self.initial_overrides),
+                placeholder="extra overrides: key=value key2=value2 …",
+                id="overrides",
+                compact=True,
+            )
+            yield Static(
+                "Enter or ctrl+s submit · tab next field · ↑↓ pick · ctrl+f force past failed checks · "
+                "esc cancel",
+                id="launch-help",
+            )
+
+    def on_mount(self) -> None:
+        self._fill("")
+        if self.preselect:
+            self.query_one("#overrides", Input).focus()
+        else:
+            self.query_one("#filter", Input).focus()
+
+    def _fill(self, query: str) -> None:
+        ranked = []
+        for profile in self.all_profiles:
+            score = fuzzy_score(query, f"{profile.name} {' '.join(profile.tags)} {profile.framework}")
+            if score is not None:
+                ranked.append((score, profile.name, profile))
+        ranked.sort(key=lambda item: (item[0], item[1]))
+        options = self.query_one("#profile-list", OptionList)
+        options.clear_options()
+        for _score, _name, profile in ranked:
+            shape = f"{profile.cluster.nodes}x{profile.cluster.gpus_per_node}"
+            options.add_option(Option(f"{escape(profile.name)}  [dim]{shape}[/]", id=profile.name))
+        if ranked:
+            index = 0
+            if self.preselect:
+                index = next((i for i, item in enumerate(ranked) if item[1] == self.preselect), 0)
+            options.highlighted = index
+        self._preview()
+
+    def selected(self) -> profiles.Profile | None:
+        options = self.query_one("#profile-list", OptionList)
+        if options.highlighted is None or options.option_count == 0:
+            return None
+        option_id = options.get_option_at_index(options.highlighted).id
+        return next((p for p in self.all_profiles if p.name == option_id), None)
+
+    def extra_overrides(self) -> tuple[str, ...]:
+        text = self.query_one("#overrides", Input).value
+        try:
+            return tuple(shlex.split(text))
+        except ValueError:
+            return tuple(text.split())
+
+    def _preview(self) -> None:
+        text = self.query_one("#preview-text", Static)
+        profile = self.selected()
+        if profile is None:
+            text.update("no profile matches" + "".join(f"\n[red]{escape(p)}[/]" for p in self.problems))
+            return
+        overrides = self.extra_overrides()
+        bad = [o for o in overrides if "=" not in o]
+        try:
+            request = profiles.render(profile, overrides, mask=True, check_secrets=False)
+        except CockpitError as exc:
+            text.update(f"[red]{escape(str(exc))}[/]")
+            return
+        snapshot = self.cockpit.snapshot
+        self.checks = preflight(profile, overrides, snapshot.nodes if snapshot else None)
+        if bad:
+            self.checks.append(Check("overrides", "fail", f"{bad[0]!r} is not key=value"))
+        lines = [f"[b]{escape(profile.name)}[/b]  {escape(profile.description)}", ""]
+        lines.append("[b]entrypoint[/b]")
+        lines.append(escape(request["entrypoint"]))
+        if request.get("runtime_env"):
+            lines += ["", "[b]runtime_env[/b]", escape(json.dumps(request["runtime_env"], indent=1))]
+        lines += ["", "[b]pre-flight[/b]"]
+        lines += [f"{MARKS[c.status]} {escape(c.name)}: {escape(c.detail)}" for c in self.checks]
+        if any(c.blocking for c in self.checks):
+            state = (
+                "[b red]forced: will submit anyway[/]" if self.force else "[red]blocked (ctrl+f forces)[/]"
+            )
+            lines.append(state)
+        text.update("\n".join(lines))
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self._fill(event.value)
+
+    @on(Input.Changed, "#overrides")
+    def _overrides_changed(self) -> None:
+        self._preview()
+
+    @on(OptionList.OptionHighlighted)
+    def _highlighted(self) -> None:
+        self._preview()
+
+    @on(Input.Submitted)
+    @on(OptionList.OptionSelected)
+    def _enter(self) -> None:
+        self.action_submit()
+
+    def on_key(self, event: object) -> None:
+        # Up/down in the filter move the profile highlight: the list is driven from the keyboard.
+        key = getattr(event, "key", "")
+        if key in ("up", "down") and self.focused is self.query_one("#filter"):
+            options = self.query_one("#profile-list", OptionList)
+            options.action_cursor_up() if key == "up" else options.action_cursor_down()
+            getattr(event, "stop", lambda: None)()
+
+    def action_next_field(self) -> None:
+        order = [self.query_one("#filter"), self.query_one("#profile-list"), self.query_one("#overrides")]
+        current = order.index(self.focused) if self.focused in order else -1
+        order[(current + 1) % len(order)].focus()
+
+    def action_toggle_force(self) -> None:
+        self.force = not self.force
+        self._preview()
+
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)
+
+    def action_submit(self) -> None:
+        profile = self.selected()
+        if profile is None:
+            self.notify("pick a profile first", severity="warning")
+            return
+        self._preview()
+        failed = [c for c in self.checks if c.blocking]
+        if failed and not self.force:
+            self.notify(f"not submitted: {failed[0].name}: {failed[0].detail}", severity="error", timeout=8)
+            return
+        self._submit(LaunchRequest(profile, self.extra_overrides(), self.force))
+
+    @work(exclusive=True, group="launch", exit_on_error=False, description="Submitting the job")
+    async def _submit(self, launch: LaunchRequest) -> None:
+        from cockpit.core.jobs import submit_request
+
+        try:
+            request = profiles.render(launch.profile, launch.overrides)
+            request["metadata"]["cockpit_overrides"] = json.dumps(list(launch.overrides))
+            client = await self.cockpit.dashboard()
+            submission_id = await submit_request(client, request)
+        except CockpitError as exc:
+            self.notify(f"not submitted: {exc}", severity="error", timeout=10)
+            return
+        self.dismiss(submission_id)

@@ -1,0 +1,118 @@
+"""Pilot tests of the Jobs screen against the real cluster: launch, follow to SUCCEEDED, stop, delete."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import DataTable, Input
+
+from cockpit.core.targets import parse_target
+from cockpit.ui.app import CockpitApp
+from cockpit.ui.screens.confirm import ConfirmScreen
+from cockpit.ui.screens.jobs import DriverLogScreen, JobsScreen
+from cockpit.ui.screens.launcher import LaunchScreen, fuzzy_score
+from tests.harness.cluster import ClusterHandle
+
+pytestmark = pytest.mark.cluster
+
+
+async def until(pilot: Pilot[int], condition: Callable[[], object], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout:.0f} s")
+        await pilot.pause(0.25)
+
+
+def status_of(app: CockpitApp, job_id: str) -> str:
+    table = app.screen.query_one("#jobs-table", DataTable)
+    keys = [row.value for row in table.rows]
+    return str(table.get_cell(job_id, "status")) if job_id in keys else ""
+
+
+def select(app: CockpitApp, job_id: str) -> None:
+    table = app.screen.query_one("#jobs-table", DataTable)
+    table.move_cursor(row=table.get_row_index(job_id))
+
+
+def test_fuzzy_score() -> None:
+    assert fuzzy_score("vppo", "verl-ppo-gsm8k") is not None
+    assert fuzzy_score("xyz", "verl-ppo-gsm8k") is None
+    assert fuzzy_score("demo", "demo") < fuzzy_score("demo", "d-e-m-o")  # type: ignore[operator]
+
+
+async def test_launch_from_the_tui_runs_to_success_then_delete(ray_cluster: ClusterHandle) -> None:
+    app = CockpitApp(parse_target("local"))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.press("4")
+        assert isinstance(app.screen, JobsScreen)
+        await pilot.press("n")
+        await until(pilot, lambda: isinstance(app.screen, LaunchScreen))
+        launcher = app.screen
+        assert isinstance(launcher, LaunchScreen)
+        await pilot.press(*"democrash")
+        assert launcher.selected() is not None and launcher.selected().name == "demo-crash"  # type: ignore[union-attr]
+        launcher.query_one("#filter", Input).value = "demo"
+        await pilot.pause()
+        assert launcher.selected().name == "demo"  # type: ignore[union-attr]
+        launcher.query_one("#overrides", Input).value = "steps=4 step_seconds=0.2"
+        await pilot.pause()
+        preview = str(launcher.query_one("#preview-text").render())
+        assert "cockpit.demo.trainer steps=4 step_seconds=0.2" in preview and "cluster shape" in preview
+        await pilot.press("ctrl+s")
+        await until(pilot, lambda: isinstance(app.screen, JobsScreen))
+
+        def launched() -> list[str]:
+            jobs = app.snapshot.jobs if app.snapshot else ()
+            return [j.key for j in jobs if j.metadata.get("cockpit_overrides") and j.key.startswith("demo-")]
+
+        await until(pilot, launched, timeout=30)
+        job_id = launched()[0]
+        await until(pilot, lambda: status_of(app, job_id) == "SUCCEEDED", timeout=180)
+
+        select(app, job_id)
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, DriverLogScreen))
+        await until(
+            pilot, lambda: "step=4 reward=" in str(app.screen.query_one("#log-text").render()), timeout=30
+        )
+        await pilot.press("escape")
+
+        select(app, job_id)
+        await pilot.press("e")  # resubmit with edits: the launcher comes back with profile and overrides
+        await until(pilot, lambda: isinstance(app.screen, LaunchScreen))
+        assert app.screen.query_one("#overrides", Input).value == "steps=4 step_seconds=0.2"
+        assert app.screen.selected().name == "demo"  # type: ignore[attr-defined]
+        await pilot.press("escape")
+
+        select(app, job_id)
+        await pilot.press("d")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await until(pilot, lambda: status_of(app, job_id) == "", timeout=30)
+
+
+async def test_stop_asks_first_then_the_job_ends_stopped(ray_cluster: ClusterHandle) -> None:
+    from cockpit.core import profiles
+    from cockpit.core.jobs import submit_request
+
+    request = profiles.render(profiles.load(profiles.find("demo")), ("steps=1000",))
+    app = CockpitApp(parse_target("local"))
+    async with app.run_test(size=(140, 40)) as pilot:
+        job_id = await submit_request(await app.dashboard(), request)
+        await pilot.press("4")
+        await until(pilot, lambda: status_of(app, job_id) in ("PENDING", "RUNNING"), timeout=30)
+        select(app, job_id)
+        await pilot.press("s")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("n")  # no: nothing happens
+        await pilot.pause(1)
+        assert status_of(app, job_id) in ("PENDING", "RUNNING")
+        select(app, job_id)
+        await pilot.press("s")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await until(pilot, lambda: status_of(app, job_id) == "STOPPED", timeout=60)
