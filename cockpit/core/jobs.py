@@ -68,7 +68,7 @@ async def submit_request(client: DashboardClient, request: Mapping[str, Any], at
             if attempt == attempts - 1:
                 raise
         except RequestRejected as exc:
-            if "already exists" not in str(exc):
+            if "already exists" not in exc.body:
                 raise
             # Our own earlier POST got through: the job is there.
         try:

@@ -71,6 +71,9 @@ class RateLimited(DashboardError):
 class RequestRejected(DashboardError):
     """The dashboard answered 4xx/5xx with a reason."""
 
+    body: str = ""
+    """The whole answer (the message shown is its last line)."""
+
 
 def load_token(token_file: str | os.PathLike[str] | None = None) -> str | None:
     """The cluster's auth token: `--token-file`, else `RAY_AUTH_TOKEN`, else `~/.ray/auth_token`."""
@@ -201,7 +204,9 @@ class DashboardClient:
                 reason = str(doc["msg"])
         except ValueError:
             pass
-        reason = reason.splitlines()[-1][:300] if reason else f"HTTP {status}"
+        # Tracebacks end in their message; keep the last meaningful line, never a lone "." or "".
+        lines = [ln.strip() for ln in reason.splitlines() if len(ln.strip()) > 1]
+        reason = lines[-1][:300] if lines else f"HTTP {status}"
         if status == 401:
             return AuthenticationRequired(
                 "the cluster uses token authentication: pass --token-file FILE or set RAY_AUTH_TOKEN."
@@ -219,6 +224,7 @@ class DashboardClient:
             )
         error = RequestRejected(f"the dashboard refused {path} (HTTP {status}): {reason}")
         error.status = status
+        error.body = text
         return error
 
     async def _get(self, path: str, params: Sequence[tuple[str, str]] | None = None) -> Any:

@@ -1,0 +1,94 @@
+"""Submitting from profiles against the real cluster: pre-flight, follow, failure, no double submit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cockpit.core.jobs import submit_request
+from cockpit.core.ray_api import DashboardClient
+from tests.harness.cluster import ClusterHandle
+
+pytestmark = pytest.mark.cluster
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cockpit(*args: str, timeout: float = 240, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cockpit.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **env},
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_failing_job_makes_follow_exit_nonzero_with_its_message(
+    ray_cluster: ClusterHandle, tmp_path: Path
+) -> None:
+    profile = tmp_path / "fails.yaml"
+    profile.write_text(
+        "name: fails\nentrypoint: ${python} -c \"import sys; print('loading shards'); "
+        "sys.exit('CUDA out of memory (demo failure)')\"\n"
+    )
+    result = cockpit("submit", "local", str(profile), "--follow")
+    assert result.returncode == 1
+    assert "loading shards" in result.stdout
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("cockpit: job fails-") and " FAILED: " in last and "CUDA out of memory" in last
+
+
+def test_shape_larger_than_the_cluster_is_blocked_and_nothing_submitted(
+    ray_cluster: ClusterHandle, tmp_path: Path
+) -> None:
+    profile = tmp_path / "big.yaml"
+    profile.write_text(
+        "name: big\nframework: verl\nentrypoint: python3 -m verl.trainer.main_ppo\n"
+        "cluster: {nodes: 16, gpus_per_node: 8}\n"
+        "overrides: [trainer.nnodes=16, trainer.n_gpus_per_node=8]\n"
+    )
+    before = json.loads(cockpit("jobs", "local", "--json").stdout)
+    result = cockpit("submit", "local", str(profile))
+    assert result.returncode == 1
+    assert "✘ cluster shape: asks 16 x 8 GPUs" in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("cockpit: not submitted: cluster shape")
+    after = json.loads(cockpit("jobs", "local", "--json").stdout)
+    assert len(after) == len(before)
+
+
+def test_missing_secret_blocks_submit(ray_cluster: ClusterHandle, tmp_path: Path) -> None:
+    profile = tmp_path / "secret.yaml"
+    profile.write_text(
+        "entrypoint: python3 x.py\nruntime_env: {env_vars: {HF_TOKEN: '${env:HF_TOKEN_FOR_TEST}'}}\n"
+    )
+    result = cockpit("submit", "local", str(profile))
+    assert result.returncode == 1 and "HF_TOKEN_FOR_TEST" in result.stderr and "export" in result.stderr
+
+
+async def test_a_retried_submit_never_runs_twice(ray_cluster: ClusterHandle) -> None:
+    request = {"entrypoint": f"{sys.executable} -c 'print(1)'", "submission_id": "retry-once-1234"}
+    async with DashboardClient(ray_cluster.url) as client:
+        first = await submit_request(client, request)
+        # The same request again (what a retry after a lost answer sends): found, not submitted again.
+        second = await submit_request(client, request)
+        jobs = [j for j in await client.jobs() if j.submission_id == "retry-once-1234"]
+    assert first == second == "retry-once-1234" and len(jobs) == 1
+
+
+async def test_working_dir_is_uploaded_without_git(ray_cluster: ClusterHandle, tmp_path: Path) -> None:
+    code = tmp_path / "code"
+    (code / ".git").mkdir(parents=True)
+    (code / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (code / "train.py").write_text("import os\nprint('files:', sorted(os.listdir('.')))\n")
+    profile = tmp_path / "upload.yaml"
+    profile.write_text(f"name: upload\nentrypoint: python3 train.py\nworking_dir: {code}\n")
+    result = cockpit("submit", "local", str(profile), "--follow", timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "files: ['train.py']" in result.stdout
