@@ -85,10 +85,24 @@ def _shape_check(
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+))?\s*$")
 
 
+def _placement_dict(text: str) -> dict[str, str]:
+    """Hydra's dict form `'{actor\\,rollout:all,inference:20-23}'` (a comma in a key is escaped)."""
+    text = text.strip().strip("'\"").strip()
+    if not (text.startswith("{") and text.endswith("}")):
+        return {}
+    out: dict[str, str] = {}
+    for item in re.split(r"(?<!\\),", text[1:-1]):
+        name, sep, spec = item.partition(":")
+        if sep:
+            out[name.strip().replace("\\,", ",")] = spec.strip()
+    return out
+
+
 def placement_check(values: dict[str, str], total_gpus: int | None) -> Check | None:
     """RLinf `cluster.component_placement.*`: inclusive ranges, no overlap, covering every GPU."""
     prefix = "cluster.component_placement."
     entries = {k[len(prefix) :]: v for k, v in values.items() if k.startswith(prefix)}
+    entries.update(_placement_dict(values.get("cluster.component_placement", "")))
     if not entries:
         return None
     if total_gpus is None:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -78,3 +79,65 @@ def test_unset_secret_is_one_clear_sentence(tmp_path: Path, monkeypatch: pytest.
     path = write(tmp_path, "entrypoint: run ${env:NOPE_TOKEN}\n")
     with pytest.raises(profiles.ProfileError, match="export NOPE_TOKEN"):
         profiles.render(profiles.load(path))
+
+
+SHIPPED = sorted(p for p in (Path(profiles.__file__).resolve().parents[2] / "profiles").glob("*.yaml"))
+
+
+def test_every_shipped_profile_passes_check() -> None:
+    import subprocess
+
+    names = {p.stem for p in SHIPPED}
+    assert {"verl-ppo-gsm8k-qwen0.5b", "verl-ppo-7b-2x8", "intuitor-grpo-math-qwen14b-4x8"} <= names
+    assert {"nemo-rl-sft", "nemo-rl-dpo", "nemo-rl-rm", "nemo-rl-grpo"} <= names
+    assert {
+        "rlinf-math-grpo-collocated-4x8",
+        "rlinf-math-grpo-disaggregated-4x8",
+        "demo",
+        "demo-crash",
+    } <= names
+    result = subprocess.run(
+        [sys.executable, "-m", "cockpit.cli", "profiles", "check", *map(str, SHIPPED)],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("✔") == len(SHIPPED)
+
+
+@pytest.mark.parametrize("name", ["verl-ppo-gsm8k-qwen0.5b", "verl-ppo-7b-2x8"])
+def test_verl_dry_run_keeps_overrides_byte_for_byte(name: str) -> None:
+    import subprocess
+
+    import yaml
+
+    path = profiles.find(name)
+    written = yaml.safe_load(path.read_text())["overrides"]
+    result = subprocess.run(
+        [sys.executable, "-m", "cockpit.cli", "submit", "local", name, "--dry-run"],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "WANDB_API_KEY": "do-not-show"},
+    )
+    assert result.returncode == 0, result.stderr
+    request = json.loads(result.stdout)
+    entry = request["entrypoint"]
+    shape = profiles.load(path).cluster
+    for override in written:
+        expected = override.replace("${cluster.nodes}", str(shape.nodes)).replace(
+            "${cluster.gpus_per_node}", str(shape.gpus_per_node)
+        )
+        assert f" {expected}" in entry, expected
+    assert "do-not-show" not in result.stdout + result.stderr
+
+
+def test_rlinf_placements_are_checked() -> None:
+    from cockpit.core.preflight import preflight
+
+    for name in ("rlinf-math-grpo-collocated-4x8", "rlinf-math-grpo-disaggregated-4x8"):
+        checks = preflight(profiles.load(profiles.find(name)), (), None, at_submit=False)
+        placement = next(c for c in checks if c.name == "RLinf placement")
+        assert placement.status == "ok" and "cover GPUs 0-31" in placement.detail
+    overlapping = ("cluster.component_placement.inference=18-23",)
+    checks = preflight(profiles.load(profiles.find("rlinf-math-grpo-disaggregated-4x8")), overlapping, None)
+    assert next(c for c in checks if c.name == "RLinf placement").blocking
