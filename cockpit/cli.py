@@ -8,6 +8,7 @@ stderr), 2 usage error, 3 timeout.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -65,6 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", type=int, default=3)
     p.add_argument("--gpus-per-node", type=int, default=2, help="logical GPUs per node")
     p.add_argument("--cpus-per-node", type=int, default=2, help="logical CPUs per node")
+    p.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="no token auth (by default a random token guards it; without, anyone here can submit jobs)",
+    )
     local.add_parser("down", help="stop it; no Ray process is left")
     local.add_parser("status", help="its nodes and dashboard address")
 
@@ -114,9 +120,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    # `cockpit jobs local | head` should end quietly, as other command-line tools do.
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # A closed terminal (SIGHUP) or a kill (SIGTERM) unwinds like Ctrl+C, so tunnels and sockets are
+    # removed on the way out.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
     parser = build_parser()
     args = parser.parse_args(argv)
     from cockpit.core.errors import CockpitError
@@ -132,6 +144,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("cockpit: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `cockpit jobs local | head`: the reader left; end quietly as other command-line tools do.
+        # (SIGPIPE stays ignored: a network write to a dropped peer must raise, not kill the process.)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import time
 from collections import Counter
+from contextlib import AsyncExitStack
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +24,7 @@ from cockpit.core.targets import Target, parse_target
 from cockpit.core.units import ago, duration, human_bytes, percent
 
 if TYPE_CHECKING:
-    from cockpit.core.ssh import UnknownHostKey
+    from cockpit.core.ssh_errors import UnknownHostKey
 
 EXIT_OK, EXIT_FAIL, EXIT_TIMEOUT = 0, 1, 3
 
@@ -93,9 +95,17 @@ def _node_json(node: NodeSnapshot) -> dict[str, Any]:
 def cmd_local(args: argparse.Namespace) -> int:
     if args.local_command == "up":
         cluster = local_cluster.up(
-            args.nodes, args.gpus_per_node, args.cpus_per_node, progress=lambda m: print(m, file=sys.stderr)
+            args.nodes,
+            args.gpus_per_node,
+            args.cpus_per_node,
+            auth=not args.no_auth,
+            progress=lambda m: print(m, file=sys.stderr),
         )
         print(f"local cluster up: {len(cluster.nodes)} nodes, dashboard {cluster.dashboard_url}")
+        if cluster.auth_token:
+            print(f"token auth on: the cockpit reads the token from {local_cluster.state_dir() / 'token'}")
+        else:
+            print("token auth OFF: anyone on this machine can submit jobs to it")
         print("use it as TARGET `local`, e.g. `cockpit connect local`; stop it with `cockpit local down`")
         return EXIT_OK
     if args.local_command == "down":
@@ -106,7 +116,7 @@ def cmd_local(args: argparse.Namespace) -> int:
         return EXIT_OK
     running = local_cluster.load()
     if running is None or not local_cluster.is_running(running):
-        print("no local cluster is running (start one with `cockpit local up`)")
+        _err("no local cluster is running: start one with `cockpit local up`.")
         return EXIT_FAIL
     print(f"dashboard: {running.dashboard_url}")
     print(f"gcs:       {running.gcs_address}")
@@ -186,16 +196,26 @@ def cmd_wait(args: argparse.Namespace) -> int:
 async def _wait(
     target: Target, options: ConnectOptions, nodes: int, gpus: float | None, timeout: float, interval: float
 ) -> int:
+    from cockpit.core.ssh_errors import SshError
+
     started = time.monotonic()
     live = sys.stderr.isatty()
     last_line = ""
     progress: JoinProgress | None = None
     problem = ""
-    async with open_dashboard(target, options) as client:
+    async with AsyncExitStack() as stack:
+        client = None
         while True:
             try:
+                if client is None:
+                    # Over SSH the head's sshd may not be up yet either (the sbatch join gate): retry.
+                    client = await stack.enter_async_context(open_dashboard(target, options))
                 progress = JoinProgress.of(await client.nodes(), nodes, gpus)
                 problem = ""
+            except SshError as exc:
+                if exc.permanent:
+                    raise
+                problem = str(exc)
             except DashboardError as exc:
                 # The head may still be starting: keep waiting, but say why nothing is counted.
                 problem = str(exc)
@@ -299,7 +319,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
             _print_checklist(checks)
             failed = [c for c in checks if c.blocking]
             if failed and not args.force:
-                _err(f"not submitted: {failed[0].name}: {failed[0].detail} (fix it, or pass --force)")
+                where = f"{profile.path}:{profiles.line_of_text(profile.path, failed[0].key)}"
+                _err(
+                    f"not submitted: {where}: {failed[0].name}: {failed[0].detail} (fix it, or pass --force)"
+                )
                 return EXIT_FAIL
             request = profiles.render(profile, overrides, submission_id=shown["submission_id"])
             submission_id = await submit_request(client, request)
@@ -312,27 +335,77 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 async def _follow(client: Any, submission_id: str) -> int:
-    """Print the driver log as it grows until the job ends; exit 0 only if it SUCCEEDED.
+    """Stream the driver log until the job ends; exit 0 only if it SUCCEEDED.
 
-    Polls the log file (no stream held open, so it never counts against the dashboard's stream limit).
+    One log stream is held (it counts against the dashboard's request limit). When it drops (a
+    dashboard module restart, an SSH reconnect) it is re-opened and the bytes already printed are
+    skipped, so no line is lost or printed twice; the end is read from the file once the job is over.
     """
+    out = sys.stdout.buffer
     printed = 0
+
+    def emit(data: bytes) -> None:
+        nonlocal printed
+        out.write(data)
+        out.flush()
+        printed += len(data)
+
+    job = await _job_when_driver_starts(client, submission_id)
+    filename = f"job-driver-{submission_id}.log"
+    done = asyncio.Event()
+
+    async def watch_status() -> None:
+        nonlocal job
+        while not job.terminal:
+            await asyncio.sleep(2.0)
+            with contextlib.suppress(DashboardError):
+                job = await client.job(submission_id)
+        done.set()
+
+    async def stream() -> None:
+        failures = 0
+        while not done.is_set():
+            seen = 0
+            try:
+                async for chunk in client.stream_log(node_id=job.driver_node_id, filename=filename, lines=-1):
+                    failures = 0
+                    skip = max(0, min(len(chunk), printed - seen))
+                    seen += len(chunk)
+                    if skip < len(chunk):
+                        emit(chunk[skip:])
+            except DashboardError as exc:
+                failures += 1
+                if failures > 30:
+                    raise
+                print(f"cockpit: log stream interrupted ({exc}); resuming", file=sys.stderr)
+                await asyncio.sleep(min(1.0 * failures, 5.0))
+
+    if job.driver_node_id:
+        streamer = asyncio.ensure_future(stream())
+        watcher = asyncio.ensure_future(watch_status())
+        await asyncio.wait({streamer, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        streamer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await streamer
+        await watcher
+        # The stream polls the file once a second: read what it had not sent yet.
+        tail = await client.log_bytes(node_id=job.driver_node_id, filename=filename)
+        if len(tail) > printed:
+            emit(tail[printed:])
+    if job.status == "SUCCEEDED":
+        print(f"{submission_id}: SUCCEEDED")
+        return EXIT_OK
+    message = " ".join(job.message.split())[:500] or "no message"
+    _err(f"job {submission_id} {job.status}: {message}")
+    return EXIT_FAIL
+
+
+async def _job_when_driver_starts(client: Any, submission_id: str) -> Any:
     while True:
         job = await client.job(submission_id)
-        if job.driver_node_id:
-            text = await client.log_file(node_id=job.driver_node_id, submission_id=submission_id, lines=-1)
-            lines = text.splitlines()
-            for line in lines[printed:]:
-                print(line, flush=True)
-            printed = len(lines)
-        if job.terminal:
-            if job.status == "SUCCEEDED":
-                print(f"{submission_id}: SUCCEEDED")
-                return EXIT_OK
-            message = " ".join(job.message.split())[:500] or "no message"
-            _err(f"job {submission_id} {job.status}: {message}")
-            return EXIT_FAIL
-        await asyncio.sleep(2.0)
+        if job.driver_node_id or job.terminal:
+            return job
+        await asyncio.sleep(1.0)
 
 
 # -- profiles ------------------------------------------------------------------------------------

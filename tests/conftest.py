@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from cockpit.core import profiles
-from cockpit.core.ray_api import DashboardClient
 from tests.harness.cluster import ClusterHandle, running_cluster
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "ray-2.60-samples"
@@ -48,7 +47,7 @@ def demo_job(ray_cluster: ClusterHandle) -> str:
     request["runtime_env"]["env_vars"]["DEMO_STEPS"] = "100000"
 
     async def submit() -> str:
-        async with DashboardClient(ray_cluster.url) as client:
+        async with ray_cluster.client() as client:
             submission_id = await client.submit_job(request)
             for _ in range(120):
                 actors = await client.actors(filters=[("state", "=", "ALIVE")])

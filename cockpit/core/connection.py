@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING
 from cockpit.core import local_cluster
 from cockpit.core.errors import CockpitError
 from cockpit.core.ray_api import DashboardClient, load_token
+from cockpit.core.ssh_errors import UnknownHostKey
 from cockpit.core.targets import Target
 
 if TYPE_CHECKING:
     # asyncssh costs ~100 ms and ~15 MiB to import: only SSH targets load it (see BENCHMARKS.md).
-    from cockpit.core.ssh import SshLink, UnknownHostKey
+    from cockpit.core.ssh import SshLink
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class Connection:
 
 
 async def _start_link(target: Target, opts: ConnectOptions) -> SshLink:
-    from cockpit.core.ssh import SshLink, SshOptions, UnknownHostKey
+    from cockpit.core.ssh import SshLink, SshOptions
 
     ssh = SshOptions(
         config=opts.ssh_config,
@@ -73,17 +74,21 @@ async def open_connection(target: Target, options: ConnectOptions | None = None)
         CockpitError: the target cannot be reached (no local cluster, SSH refused, host key changed ...).
     """
     opts = options or ConnectOptions()
-    token = load_token(opts.token_file)
     link: SshLink | None = None
+    cluster = local_cluster.load()
     if target.kind == "local":
-        cluster = local_cluster.load()
         if cluster is None:
             raise CockpitError("no local cluster is running: start one with `cockpit local up`.")
+        token = load_token(opts.token_file, local_cluster.cluster_token())
         client = DashboardClient(cluster.dashboard_url, token=token, timeout=opts.timeout)
     elif target.kind == "http":
         assert target.url is not None
+        # The local cluster's address given as a URL still finds that cluster's token.
+        own = cluster is not None and target.url.rstrip("/") == cluster.dashboard_url
+        token = load_token(opts.token_file, local_cluster.cluster_token() if own else None)
         client = DashboardClient(target.url, token=token, timeout=opts.timeout)
     else:
+        token = load_token(opts.token_file)
         link = await _start_link(target, opts)
         client = DashboardClient(
             "http://dashboard",

@@ -2,9 +2,14 @@
 
 Each node is its own `ray start` (own temp dir, own agent port, logical GPUs), the way Slurm or SkyPilot
 start nodes on real machines, so everything the cockpit does against it is what it does on a cluster.
-Each `ray start` runs in a new session, and every Ray process of that node inherits the session id:
-`down` ends exactly those processes (and anything else under the cluster's temp dir), never another
-user's or another cluster's Ray. The dashboard binds 127.0.0.1 only.
+
+Ownership: every Ray process of the cluster inherits `COCKPIT_CLUSTER_ID` (and `COCKPIT_NODE_INDEX`) in
+its environment, whatever name it gives itself later; `down` ends exactly the processes carrying this
+cluster's id, never another user's or another cluster's Ray, nor a `tail -f` of its logs.
+
+Safety on a shared machine: the dashboard binds 127.0.0.1, and the cluster uses Ray's token auth by
+default (a fresh random token, kept in the 0600 state directory), because any local user can reach a
+loopback port, and Ray's GCS listens on the machine's address.
 """
 
 from __future__ import annotations
@@ -12,14 +17,17 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -45,8 +53,6 @@ class LocalNode:
     agent_port: int
     num_gpus: int
     num_cpus: int
-    session_id: int = 0
-    """The session id every Ray process of this node inherits (the pid of its `ray start`)."""
     start_log: str = ""
 
 
@@ -55,6 +61,8 @@ class LocalCluster:
     """A cluster `cockpit local up` started, as remembered in `local.json`."""
 
     root: str
+    cluster_id: str
+    """Carried as COCKPIT_CLUSTER_ID by every process of the cluster."""
     gcs_port: int
     dashboard_port: int
     client_port: int
@@ -76,14 +84,32 @@ def _state_file(directory: Path | None = None) -> Path:
 
 
 def load(directory: Path | None = None) -> LocalCluster | None:
-    """The remembered local cluster, or None when none was started."""
+    """The remembered local cluster, or None when none was started (or the record is unreadable)."""
     path = _state_file(directory)
     try:
         doc = json.loads(path.read_text())
-    except (OSError, ValueError):
+        node_fields = set(LocalNode.__dataclass_fields__)
+        cluster_fields = set(LocalCluster.__dataclass_fields__) - {"nodes"}
+        nodes = [LocalNode(**{k: v for k, v in n.items() if k in node_fields}) for n in doc.get("nodes", [])]
+        return LocalCluster(nodes=nodes, **{k: v for k, v in doc.items() if k in cluster_fields})
+    except (OSError, ValueError, TypeError):
         return None
-    nodes = [LocalNode(**n) for n in doc.pop("nodes", [])]
-    return LocalCluster(nodes=nodes, **doc)
+
+
+def cluster_token(directory: Path | None = None) -> str | None:
+    """The auth token of the remembered cluster, if it uses one."""
+    try:
+        return ((directory or state_dir()) / "token").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _save_token(value: str, directory: Path | None) -> None:
+    path = (directory or state_dir()) / "token"
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(value + "\n")
 
 
 def _save(cluster: LocalCluster, directory: Path | None = None) -> None:
@@ -111,8 +137,10 @@ def _ray_executable() -> str:
     return found
 
 
-def _node_env(token: str | None) -> dict[str, str]:
+def _node_env(cluster: LocalCluster, node: LocalNode, token: str | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
+    env["COCKPIT_CLUSTER_ID"] = cluster.cluster_id
+    env["COCKPIT_NODE_INDEX"] = str(node.index)
     # Job entrypoints run with the raylet's PATH: put this interpreter's bin first so `python` is ours.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["RAY_USAGE_STATS_ENABLED"] = "0"
@@ -167,11 +195,10 @@ def _ray_start(cluster: LocalCluster, node: LocalNode, token: str | None) -> sub
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
-        env=_node_env(token),
+        env=_node_env(cluster, node, token),
         start_new_session=True,
     )
     log.close()
-    node.session_id = proc.pid
     return proc
 
 
@@ -204,6 +231,7 @@ def up(
     cpus_per_node: int = 2,
     *,
     token: str | None = None,
+    auth: bool = True,
     directory: Path | None = None,
     progress: Progress | None = None,
     timeout: float = 120.0,
@@ -211,7 +239,8 @@ def up(
     """Start a head plus `nodes - 1` joined nodes and wait until all are ALIVE.
 
     Args:
-        token: start the cluster with token authentication using this token.
+        token: the auth token to use; by default a fresh random one (see the module docstring).
+        auth: False starts the cluster without token auth (anyone on this machine can submit jobs).
         directory: state directory (tests use their own so they never touch the user's cluster).
 
     Raises:
@@ -228,10 +257,16 @@ def up(
         )
     if existing is not None:
         down(directory=directory)
-    root = Path(f"/tmp/rc-{os.getuid()}-{os.getpid()}-{int(time.time())}")
-    root.mkdir(parents=True, mode=0o700)
+    # Short (Ray's socket paths must fit 107 bytes), private and unpredictable.
+    root = Path(tempfile.mkdtemp(prefix=f"rc-{os.getuid()}-", dir="/tmp"))
+    if auth and token is None:
+        token = secrets.token_urlsafe(32)
+    (directory or state_dir()).joinpath("token").unlink(missing_ok=True)
+    if token is not None:
+        _save_token(token, directory)
     cluster = LocalCluster(
         root=str(root),
+        cluster_id=uuid.uuid4().hex,
         gcs_port=_free_port(),
         dashboard_port=_free_port(),
         client_port=_free_port(),
@@ -313,7 +348,6 @@ def add_node(
     gpus: int = 2,
     cpus: int = 1,
     *,
-    token: str | None = None,
     directory: Path | None = None,
     timeout: float = 60.0,
 ) -> LocalNode:
@@ -321,6 +355,7 @@ def add_node(
     cluster = load(directory)
     if cluster is None:
         raise LocalClusterError("no local cluster is running: `cockpit local up` first.")
+    token = cluster_token(directory)
     before = len(_alive_nodes(cluster, token))
     node = LocalNode(
         index=max(n.index for n in cluster.nodes) + 1,
@@ -337,39 +372,31 @@ def add_node(
     return node
 
 
-def _session_pids(session_id: int) -> list[int]:
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        pid = int(entry)
-        try:
-            if os.getsid(pid) == session_id and pid != os.getpid():
-                pids.append(pid)
-        except OSError:
-            continue
-    return pids
+def _marked_pids(cluster_id: str, node_index: int | None = None) -> list[int]:
+    """Live processes whose environment carries this cluster's id (and node index, if given).
 
-
-def _pids_under(root: str) -> list[int]:
-    """Processes whose command line names the cluster's temp dir (a safety net for escaped daemons)."""
+    Only our own processes' environments are readable, which is exactly the set we may stop.
+    """
+    needles = [f"COCKPIT_CLUSTER_ID={cluster_id}".encode()]
+    if node_index is not None:
+        needles.append(f"COCKPIT_NODE_INDEX={node_index}".encode())
     pids = []
-    needle = root.encode()
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
             continue
         try:
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                if needle in fh.read():
-                    pids.append(int(entry))
+            with open(f"/proc/{entry}/environ", "rb") as fh:
+                variables = fh.read().split(b"\0")
         except OSError:
             continue
-    return pids
+        if all(needle in variables for needle in needles) and _running(int(entry)):
+            pids.append(int(entry))
+    return sorted(pids)
 
 
-def node_pids(node: LocalNode) -> list[int]:
-    """Every live process of one local node."""
-    return sorted(set(_session_pids(node.session_id)) | set(_pids_under(node.temp_dir)))
+def cluster_pids(cluster: LocalCluster) -> list[int]:
+    """Every live process of the cluster (Ray daemons, workers, job drivers)."""
+    return _marked_pids(cluster.cluster_id)
 
 
 def _terminate(pids: list[int], grace: float) -> None:
@@ -407,17 +434,15 @@ def kill_node(index: int, sig: int = signal.SIGKILL, *, directory: Path | None =
     cluster = load(directory)
     if cluster is None:
         raise LocalClusterError("no local cluster is running.")
-    for node in cluster.nodes:
-        if node.index == index:
-            for pid in node_pids(node):
-                with contextlib.suppress(OSError):
-                    os.kill(pid, sig)
-            return
-    raise LocalClusterError(f"the local cluster has no node {index}.")
+    if all(node.index != index for node in cluster.nodes):
+        raise LocalClusterError(f"the local cluster has no node {index}.")
+    for pid in _marked_pids(cluster.cluster_id, index):
+        with contextlib.suppress(OSError):
+            os.kill(pid, sig)
 
 
 def is_running(cluster: LocalCluster) -> bool:
-    return bool(cluster.nodes) and bool(node_pids(cluster.nodes[0]))
+    return bool(_marked_pids(cluster.cluster_id, 0))
 
 
 def down(*, directory: Path | None = None, keep_logs: bool = False, grace: float = 5.0) -> bool:
@@ -425,11 +450,9 @@ def down(*, directory: Path | None = None, keep_logs: bool = False, grace: float
     cluster = load(directory)
     if cluster is None:
         return False
-    pids: set[int] = set(_pids_under(cluster.root))
-    for node in cluster.nodes:
-        pids.update(node_pids(node))
-    _terminate(sorted(pids), grace)
+    _terminate(cluster_pids(cluster), grace)
     _state_file(directory).unlink(missing_ok=True)
+    (directory or state_dir()).joinpath("token").unlink(missing_ok=True)
     if not keep_logs:
         shutil.rmtree(cluster.root, ignore_errors=True)
     return True

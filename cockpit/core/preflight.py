@@ -217,15 +217,19 @@ def preflight(
     since secrets are read when the job is submitted.
     """
     checks: list[Check] = []
-    shape = _shape_check("cluster shape", profile.cluster.nodes, profile.cluster.gpus_per_node, nodes)
+    shape = _shape_check(
+        "cluster shape", profile.cluster.nodes, profile.cluster.gpus_per_node, nodes, "cluster:"
+    )
     if shape is not None:
         checks.append(shape)
     missing = [name for name in secret_names(profile) if name not in os.environ]
     if missing:
         status: Status = "fail" if at_submit else "warn"
-        checks.append(Check("secrets", status, f"not set in this shell: {', '.join(missing)} (export them)"))
+        checks.append(
+            Check("secrets", status, f"not set in this shell: {', '.join(missing)} (export them)", missing[0])
+        )
     elif secret_names(profile):
-        checks.append(Check("secrets", "ok", f"{', '.join(secret_names(profile))} set (sent masked)"))
+        checks.append(Check("secrets", "ok", f"{', '.join(secret_names(profile))} set (shown masked here)"))
     try:
         entrypoint = render(profile, tuple(extra_overrides), mask=True, check_secrets=False)["entrypoint"]
     except ProfileError as exc:

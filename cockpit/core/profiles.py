@@ -270,6 +270,25 @@ def load(path: Path) -> Profile:
                 f"entrypoint_resources.{key}", "unknown key (expected num_cpus, num_gpus, memory)."
             )
     metadata = check.mapping(doc.get("metadata"), "metadata", "key: string")
+    # A secret anywhere but an env var would travel in clear: in the job list, `ps` on the head, logs.
+    for key, value in (
+        ("entrypoint", entrypoint),
+        ("working_dir", doc.get("working_dir")),
+        *((f"overrides[{i + 1}]", o) for i, o in enumerate(overrides)),
+        *((f"metadata.{k}", v) for k, v in metadata.items()),
+        *((f"runtime_env.{k}", v) for k, v in runtime_env.items() if k != "env_vars"),
+    ):
+        if "${env:" in repr(value):
+            if key.startswith("overrides["):
+                at = _item_line(node, "overrides", int(key[10:-1]) - 1)
+            else:
+                at = _line_of(node, key)
+            raise check.fail(
+                key,
+                "${env:...} secrets belong in runtime_env.env_vars only (elsewhere they would show in the "
+                "job list); refer to them as $NAME in the command.",
+                at,
+            )
     framework = check.string(doc.get("framework"), "framework") or "generic"
     if framework not in FRAMEWORKS:
         raise check.fail("framework", f"unknown framework {framework!r} (known: {', '.join(FRAMEWORKS)}).")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -75,8 +75,9 @@ class RequestRejected(DashboardError):
     """The whole answer (the message shown is its last line)."""
 
 
-def load_token(token_file: str | os.PathLike[str] | None = None) -> str | None:
-    """The cluster's auth token: `--token-file`, else `RAY_AUTH_TOKEN`, else `~/.ray/auth_token`."""
+def load_token(token_file: str | os.PathLike[str] | None = None, fallback: str | None = None) -> str | None:
+    """The cluster's auth token: `--token-file`, else `RAY_AUTH_TOKEN`, else `fallback` (the local
+    cluster's own token), else `~/.ray/auth_token`."""
     if token_file:
         try:
             return Path(token_file).read_text().strip() or None
@@ -85,6 +86,8 @@ def load_token(token_file: str | os.PathLike[str] | None = None) -> str | None:
     env = os.environ.get("RAY_AUTH_TOKEN", "").strip()
     if env:
         return env
+    if fallback:
+        return fallback
     default = Path.home() / ".ray" / "auth_token"
     try:
         return default.read_text().strip() or None
@@ -162,6 +165,7 @@ class DashboardClient:
         json_body: Any = None,
         expect_json: bool = True,
         data: bytes | None = None,
+        raw: bool = False,
     ) -> Any:
         url = f"{self.base_url}{path}"
         try:
@@ -169,6 +173,8 @@ class DashboardClient:
                 body = await resp.read()
                 if resp.status >= 400:
                     raise self._http_error(resp.status, path, body)
+                if raw:
+                    return body
                 if not expect_json:
                     return body.decode("utf-8", errors="replace")
                 try:
@@ -184,7 +190,9 @@ class DashboardClient:
                 f"the Ray dashboard at {self.display_url} did not answer {path} within "
                 f"{self._timeout.total:.0f} s; the head may be overloaded."
             ) from None
-        except (aiohttp.ClientConnectionError, OSError) as exc:
+        except (aiohttp.ClientError, OSError) as exc:
+            # Connection refused or reset, a stream cut mid-answer (ClientPayloadError), or something
+            # that is not the dashboard on that port (a malformed HTTP answer).
             link = self._link_status() if self._link_status is not None else None
             if link:
                 raise DashboardUnreachable(
@@ -275,7 +283,10 @@ class DashboardClient:
 
     async def auth_mode(self) -> str:
         """`token` or `disabled` (public endpoint; works without a token)."""
-        doc = await self._get("/api/authentication_mode")
+        try:
+            doc = await self._get("/api/authentication_mode")
+        except NotFound:
+            return "disabled"  # Ray before 2.52 has no token auth at all
         return str(doc.get("authentication_mode", "disabled")) if isinstance(doc, Mapping) else "disabled"
 
     async def cluster_info(self) -> ClusterInfo:
@@ -371,6 +382,43 @@ class DashboardClient:
         result = data.get("result") or {}
         files = {str(k): tuple(map(str, v)) for k, v in result.items() if isinstance(v, list)}
         return LogIndex(node_id=node_id, files=files)
+
+    async def log_bytes(self, *, node_id: str, filename: str) -> bytes:
+        """A whole log file as bytes (no decoding, so byte offsets are exact)."""
+        params = [("node_id", node_id), ("filename", filename), ("lines", "-1")]
+        data = await self._request("GET", "/api/v0/logs/file", params=params, expect_json=False, raw=True)
+        return bytes(data)
+
+    async def stream_log(
+        self, *, node_id: str, filename: str, lines: int = 1000, interval: float = 0.5
+    ) -> AsyncIterator[bytes]:
+        """Follow a log file: its last `lines` lines (-1: all), then new bytes as they are written.
+
+        Raw chunks of at most 64 KiB with no line alignment. The stream never ends on its own; it raises
+        DashboardUnreachable when the connection drops. Each open stream counts against the dashboard's
+        limit of concurrent state requests: hold few, close them when hidden.
+        """
+        params = [
+            ("node_id", node_id),
+            ("filename", filename),
+            ("lines", str(lines)),
+            ("interval", str(interval)),
+        ]
+        url = f"{self.base_url}/api/v0/logs/stream"
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._timeout.total, sock_read=None)
+        try:
+            async with self._client().get(url, params=params, timeout=timeout) as resp:
+                if resp.status >= 400:
+                    raise self._http_error(resp.status, "/api/v0/logs/stream", await resp.read())
+                async for chunk in resp.content.iter_any():
+                    yield chunk
+        except DashboardError:
+            raise
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+            raise DashboardUnreachable(
+                f"the log stream from {self.display_url} dropped ({type(exc).__name__})."
+            ) from None
+        raise DashboardUnreachable(f"the log stream from {self.display_url} ended.")
 
     async def log_file(
         self,

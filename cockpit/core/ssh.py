@@ -16,7 +16,9 @@ ServerAliveInterval ...), the agent and the keys; this module adds what a shared
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
+import functools
 import getpass
 import os
 import shutil
@@ -29,61 +31,29 @@ from typing import Any
 
 import asyncssh
 
-from cockpit.core.errors import CockpitError
+from cockpit.core.ssh_errors import (
+    AuthenticationFailed,
+    HostKeyChanged,
+    PassphraseNeeded,
+    SshError,
+    UnknownHostKey,
+    host_label,
+)
 from cockpit.core.targets import Target
+
+__all__ = [
+    "AuthenticationFailed",
+    "HostKeyChanged",
+    "PassphraseNeeded",
+    "SshError",
+    "SshLink",
+    "UnknownHostKey",
+]
 
 BACKOFF_SECONDS = (0.5, 1.0, 2.0, 4.0)
 """Waits between reconnection attempts; capped at 4 s so the tunnel is back within seconds of the head."""
 DEFAULT_KEEPALIVE = 10
 MAX_HOPS = 8
-
-
-class SshError(CockpitError):
-    """The SSH link failed; `permanent` errors are not retried."""
-
-    permanent = False
-
-
-class HostKeyChanged(SshError):
-    permanent = True
-
-
-class AuthenticationFailed(SshError):
-    permanent = True
-
-
-class UnknownHostKey(SshError):
-    """The host's key is in no known_hosts file; the user may accept it (`accept` then retry)."""
-
-    permanent = True
-
-    def __init__(self, host: str, port: int, key: asyncssh.SSHKey, known_hosts: Path) -> None:
-        self.host, self.port, self.key, self.known_hosts = host, port, key, known_hosts
-        self.fingerprint = key.get_fingerprint("sha256")
-        super().__init__(
-            f"the host key of {_host_label(host, port)} is unknown "
-            f"({key.get_algorithm()} {self.fingerprint}); "
-            f"verify it, then accept it once with --accept-new (it is added to {known_hosts})."
-        )
-
-    def accept(self) -> None:
-        """Record the key in known_hosts (what `StrictHostKeyChecking=accept-new` does)."""
-        record_host_key(self.known_hosts, self.host, self.port, self.key)
-
-
-class PassphraseNeeded(SshError):
-    permanent = True
-
-
-def _host_label(host: str, port: int) -> str:
-    return host if port == 22 else f"[{host}]:{port}"
-
-
-def record_host_key(known_hosts: Path, host: str, port: int, key: asyncssh.SSHKey) -> None:
-    known_hosts.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    line = f"{_host_label(host, port)} {key.export_public_key('openssh').decode().strip()}\n"
-    with open(known_hosts, "a") as fh:
-        fh.write(line)
 
 
 @dataclass(frozen=True)
@@ -122,12 +92,20 @@ class Hop:
 
     @classmethod
     def parse(cls, text: str) -> Hop:
+        """`alias`, `user@host`, `host:port`, `[v6addr]:port` or a bare IPv6 address."""
         user, _, host = text.rpartition("@")
         port = None
-        if host.count(":") == 1:
+        if host.startswith("["):
+            address, _, rest = host[1:].partition("]")
+            host = address
+            if rest.startswith(":") and rest[1:].isdigit():
+                port = int(rest[1:])
+        elif host.count(":") == 1:
             host, port_text = host.split(":")
+            if not port_text.isdigit():
+                raise SshError(f"{text!r}: the port must be a number.")
             port = int(port_text)
-        return cls(host=host.strip("[]"), user=user or None, port=port)
+        return cls(host=host, user=user or None, port=port)
 
 
 def _config_for(hop: Hop, paths: list[str]) -> Any:
@@ -153,9 +131,13 @@ def hop_chain(target: Hop, paths: list[str]) -> list[Hop]:
     )
 
 
+_DEFAULT_IDENTITIES = ("~/.ssh/id_ed25519", "~/.ssh/id_ecdsa", "~/.ssh/id_rsa")
+
+
 def _encrypted_identity(config: Any) -> str | None:
-    """The first IdentityFile of the config that needs a passphrase to open, if any."""
-    for name in (config.get("IdentityFile") or []) if config is not None else []:
+    """The first identity (IdentityFile, else the default ones) that needs a passphrase to open."""
+    names = (config.get("IdentityFile") if config is not None else None) or _DEFAULT_IDENTITIES
+    for name in names:
         path = os.path.expanduser(str(name))
         if not os.path.isfile(path):
             continue
@@ -170,15 +152,24 @@ def _encrypted_identity(config: Any) -> str | None:
 
 
 def _known_hosts_files(config: Any) -> list[Path]:
-    configured = config.get("UserKnownHostsFile") if config is not None else None
-    if configured:
-        return [Path(os.path.expanduser(str(p))) for p in configured]
-    return [Path.home() / ".ssh" / "known_hosts"]
+    """The user's files first (new keys are recorded in the first), then the system-wide ones."""
+    user = config.get("UserKnownHostsFile") if config is not None else None
+    system = config.get("GlobalKnownHostsFile") if config is not None else None
+    files = (
+        [Path(os.path.expanduser(str(p))) for p in user] if user else [Path.home() / ".ssh" / "known_hosts"]
+    )
+    files += (
+        [Path(os.path.expanduser(str(p))) for p in system] if system else [Path("/etc/ssh/ssh_known_hosts")]
+    )
+    return files
 
 
-def _check_host_key(host: str, port: int, key: asyncssh.SSHKey, files: list[Path]) -> None:
-    """Accept a known key; raise HostKeyChanged or UnknownHostKey otherwise."""
-    mismatches: list[str] = []
+_RSA_ALGS = ["rsa-sha2-512", "rsa-sha2-256", "ssh-rsa"]
+
+
+def known_keys(host: str, port: int, files: list[Path]) -> list[tuple[asyncssh.SSHKey, str]]:
+    """Keys pinned for host:port, each with the `file:line` it comes from (OpenSSH's matching rules)."""
+    found: list[tuple[asyncssh.SSHKey, str]] = []
     for path in files:
         try:
             lines = path.read_text().splitlines()
@@ -186,27 +177,68 @@ def _check_host_key(host: str, port: int, key: asyncssh.SSHKey, files: list[Path
             continue
         for number, line in enumerate(lines, start=1):
             text = line.strip()
-            if not text or text.startswith("#"):
+            if not text or text.startswith("#") or text.startswith("@"):
+                continue
+            patterns = text.split()[0]
+            # asyncssh falls back to port-less entries for other ports; OpenSSH does not: a plain
+            # `host` line pins port 22 only (hashed entries encode the port in their hash).
+            if port != 22 and not patterns.startswith("|") and f"]:{port}" not in patterns:
                 continue
             try:
                 entry = asyncssh.import_known_hosts(text + "\n")
             except (ValueError, asyncssh.KeyImportError):
                 continue
-            trusted, _ca, revoked, *_ = entry.match(host, "", port)
-            if any(k == key for k in revoked):
-                raise HostKeyChanged(
-                    f"the host key of {_host_label(host, port)} is revoked ({path}:{number})."
-                )
-            if not trusted:
-                continue
-            if any(k == key for k in trusted):
-                return
-            mismatches.append(f"{path}:{number}")
-    if mismatches:
+            trusted, *_ = entry.match(host, "", port if port != 22 else None)
+            found.extend((key, f"{path}:{number}") for key in trusted)
+    return found
+
+
+def host_key_algorithms(keys: list[tuple[asyncssh.SSHKey, str]]) -> list[str]:
+    """Ask the server for the key types we have pinned (as OpenSSH does), so a host with several keys
+    does not answer with one we never saw and look "changed"."""
+    algs: list[str] = []
+    for key, _where in keys:
+        alg = key.get_algorithm()
+        for name in _RSA_ALGS if alg == "ssh-rsa" else [alg]:
+            if name not in algs:
+                algs.append(name)
+    return algs
+
+
+def _revoked(host: str, port: int, key: asyncssh.SSHKey, files: list[Path]) -> str | None:
+    for path in files:
+        try:
+            lines = path.read_text().splitlines()
+        except OSError:
+            continue
+        for number, line in enumerate(lines, start=1):
+            if line.strip().startswith("@revoked"):
+                try:
+                    _trusted, _ca, revoked, *_ = asyncssh.import_known_hosts(line.strip() + "\n").match(
+                        host, "", port
+                    )
+                except (ValueError, asyncssh.KeyImportError):
+                    continue
+                if any(k == key for k in revoked):
+                    return f"{path}:{number}"
+    return None
+
+
+def _check_host_key(host: str, port: int, key: asyncssh.SSHKey, files: list[Path]) -> None:
+    """Accept a pinned key; raise HostKeyChanged or UnknownHostKey otherwise."""
+    revoked = _revoked(host, port, key, files)
+    if revoked:
+        raise HostKeyChanged(f"the host key of {host_label(host, port)} is revoked ({revoked}).")
+    pinned = known_keys(host, port, files)
+    if any(k == key for k, _where in pinned):
+        return
+    same_type = [where for k, where in pinned if k.get_algorithm() == key.get_algorithm()]
+    if same_type or pinned:
+        where = (same_type or [w for _k, w in pinned])[0]
         raise HostKeyChanged(
-            f"the host key of {_host_label(host, port)} CHANGED (now {key.get_fingerprint('sha256')}): "
+            f"the host key of {host_label(host, port)} CHANGED (now {key.get_fingerprint('sha256')}): "
             f"someone may be intercepting the connection; if the change is expected, remove "
-            f"{mismatches[0]} (ssh-keygen -R '{_host_label(host, port)}') and connect again."
+            f"{where} (ssh-keygen -R '{host_label(host, port)}') and connect again."
         )
     raise UnknownHostKey(host, port, key, files[0])
 
@@ -275,6 +307,9 @@ class SshLink:
         self._conns: list[asyncssh.SSHClientConnection] = []
         self._dir = Path(tempfile.mkdtemp(prefix="cockpit-"))
         os.chmod(self._dir, 0o700)
+        # Removed by close(); this also covers an exit that skips it (an uncaught error, sys.exit).
+        self._rmtree_at_exit = functools.partial(shutil.rmtree, self._dir, True)
+        atexit.register(self._rmtree_at_exit)
         self.socket_path = str(self._dir / "dashboard.sock")
         self._listeners: list[asyncssh.SSHListener] = []
         self._passphrase = options.passphrase
@@ -292,18 +327,21 @@ class SshLink:
         try:
             for hop in chain:
                 conns.append(await self._connect_hop(hop, conns[-1] if conns else None))
+            await self._forward(conns[-1])
         except BaseException:
             for conn in reversed(conns):
                 conn.close()
             raise
         self._conns = conns
-        await self._forward(conns[-1])
 
     async def _connect_hop(
         self, hop: Hop, tunnel: asyncssh.SSHClientConnection | None
     ) -> asyncssh.SSHClientConnection:
         config = _config_for(hop, self._paths) if self._paths else None
         files = _known_hosts_files(config)
+        real_host = str(config.get("Hostname", hop.host)) if config is not None else hop.host
+        real_port = int(config.get("Port", hop.port or 22)) if config is not None else (hop.port or 22)
+        pinned_algs = host_key_algorithms(known_keys(real_host, hop.port or real_port, files))
         is_target = hop == self.target
         client = _Client(files, self.options.accept_new, self._lost.set if is_target else None)
         keepalive = config.get("ServerAliveInterval") if config is not None else None
@@ -321,6 +359,8 @@ class SshLink:
             "connect_timeout": 15,
             "compression_algs": None,
         }
+        if pinned_algs:
+            kwargs["server_host_key_algs"] = pinned_algs
         if self._passphrase is not None:
             kwargs["passphrase"] = self._passphrase
         label = hop.host if hop.port is None else f"{hop.host}:{hop.port}"
@@ -352,6 +392,8 @@ class SshLink:
             self._passphrase = None
             error = AuthenticationFailed(f"cannot open the SSH key for {label}: {exc}.")
             raise error from None
+        except asyncio.TimeoutError:
+            raise SshError(f"cannot connect to {label}: no answer within 15 s") from None
         except (OSError, asyncssh.Error) as exc:
             reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
             raise SshError(f"cannot connect to {label}: {reason}") from None
@@ -360,17 +402,22 @@ class SshLink:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.socket_path)
         dest = (self.options.dashboard_host, self.options.dashboard_port)
-        old_umask = os.umask(0o177)  # the socket is born 0600
+        listeners: list[asyncssh.SSHListener] = []
         try:
+            # The 0700 directory already keeps others out; the socket itself is made 0600 as well.
             listener = await conn.forward_local_path_to_port(self.socket_path, *dest)
-        finally:
-            os.umask(old_umask)
-        self._listeners = [listener]
-        if self.options.expose_port is not None:
-            # Loopback only, and only on request: anyone on this machine can use this port.
-            exposed = await conn.forward_local_port("127.0.0.1", self.options.expose_port, *dest)
-            self._listeners.append(exposed)
-            self.expose_url = f"http://127.0.0.1:{exposed.get_port()}"
+            os.chmod(self.socket_path, 0o600)
+            listeners.append(listener)
+            if self.options.expose_port is not None:
+                # Loopback only, and only on request: anyone on this machine can use this port.
+                exposed = await conn.forward_local_port("127.0.0.1", self.options.expose_port, *dest)
+                listeners.append(exposed)
+                self.expose_url = f"http://127.0.0.1:{exposed.get_port()}"
+        except OSError as exc:
+            for opened in listeners:
+                opened.close()
+            raise SshError(f"cannot open the local end of the tunnel: {exc.strerror or exc}") from None
+        self._listeners = listeners
 
     async def start(self) -> None:
         """Connect (raises SshError); afterwards the link keeps itself up until `close()`."""
@@ -407,6 +454,9 @@ class SshLink:
                         return
                     self.status.detail = str(exc)
                     continue
+                except Exception as exc:  # a bug must not leave the link "reconnecting" forever
+                    self.status = LinkStatus(state="failed", detail=f"internal error: {exc!r}")
+                    return
                 self.status = LinkStatus(state="connected")
                 self._ready.set()
                 break
@@ -450,3 +500,4 @@ class SshLink:
                 await self._supervisor
         self._drop_connections()
         shutil.rmtree(self._dir, ignore_errors=True)
+        atexit.unregister(self._rmtree_at_exit)

@@ -11,7 +11,7 @@ import asyncio
 import time
 from contextlib import AsyncExitStack
 from dataclasses import replace
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import on, work
 from textual.app import App
@@ -24,7 +24,7 @@ from cockpit.core.join import JoinProgress
 from cockpit.core.layouts import Layout, load_layout
 from cockpit.core.ray_api import AuthenticationRejected, AuthenticationRequired, DashboardClient
 from cockpit.core.snapshots import ClusterInfo, ClusterSnapshot, JobRow
-from cockpit.core.ssh import SshError, SshLink, UnknownHostKey
+from cockpit.core.ssh_errors import SshError, UnknownHostKey
 from cockpit.core.targets import Target
 from cockpit.ui.messages import ClusterInfoLoaded, ClusterPolled, HostKeyUnknown, PollFailed
 from cockpit.ui.screens.base import CockpitScreen
@@ -34,6 +34,11 @@ from cockpit.ui.screens.jobs import JobsScreen
 from cockpit.ui.screens.prompts import HostKeyScreen, PassphraseScreen
 from cockpit.ui.screens.upcoming import ActorsScreen, DebuggerScreen, GpuScreen, LogsScreen
 from cockpit.ui.widgets.status_bar import StatusBar
+
+if TYPE_CHECKING:
+    from textual.timer import Timer
+
+    from cockpit.core.ssh import SshLink
 
 NODE_POLL_SECONDS = 2.0
 """Node cadence while nodes are still expected to join: join progress is what the user watches."""
@@ -94,11 +99,13 @@ class CockpitApp(App[int]):
         self._connection: Connection | None = None
         self.exposure: str | None = None
         """A warning when the dashboard accepts anyone (no token auth and reachable beyond loopback)."""
-        self._stack = AsyncExitStack()
+        self._connection_stack = AsyncExitStack()
+        """Owns the open connection alone, so a dead one can be closed and opened afresh (`r`)."""
         self._polls = 0
         self._failures = 0
         self._jobs: tuple[JobRow, ...] = ()
-        self._next_poll: asyncio.TimerHandle | None = None
+        self._poll_timer: Timer | None = None
+        """The one armed poll timer: re-arming replaces it, so polls never multiply."""
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -108,7 +115,7 @@ class CockpitApp(App[int]):
         self.poll_cluster()
 
     async def on_unmount(self) -> None:
-        await self._stack.aclose()
+        await self._connection_stack.aclose()
 
     def sync_status_bar(self, screen: CockpitScreen | None = None) -> None:
         screen = screen or (self.screen if isinstance(self.screen, CockpitScreen) else None)
@@ -132,7 +139,9 @@ class CockpitApp(App[int]):
     async def _dashboard(self) -> DashboardClient:
         if self._connection is None:
             options = replace(self.options, confirm_host_key=None, ask_passphrase=self._ask_passphrase)
-            self._connection = await self._stack.enter_async_context(open_connection(self.target, options))
+            self._connection = await self._connection_stack.enter_async_context(
+                open_connection(self.target, options)
+            )
             link = self._connection.link
             if link is not None and link.expose_url:
                 self.notify(
@@ -183,7 +192,7 @@ class CockpitApp(App[int]):
             if trust:
                 message.unknown.accept()
                 self.connection_detail = "host key trusted; connecting"
-                self.poll_cluster()
+                self._poll_now()
             else:
                 self.post_message(PollFailed(str(message.unknown), permanent=True))
 
@@ -196,10 +205,27 @@ class CockpitApp(App[int]):
     async def _poll_when_link_is_back(self, link: SshLink, timeout: float) -> None:
         """Poll as soon as the SSH link is back instead of waiting out the retry delay."""
         await link.wait_connected(timeout)
-        self.poll_cluster()
+        self._poll_now()
 
     def _schedule_poll(self, delay: float) -> None:
-        self.set_timer(delay, self.poll_cluster, name="cluster-poll")
+        if self._poll_timer is not None:
+            self._poll_timer.stop()
+        self._poll_timer = self.set_timer(delay, self.poll_cluster, name="cluster-poll")
+
+    def _poll_now(self) -> None:
+        if self._poll_timer is not None:
+            self._poll_timer.stop()
+            self._poll_timer = None
+        self.poll_cluster()
+
+    @work(exclusive=True, group="reconnect", exit_on_error=False, description="Closing a dead connection")
+    async def _drop_connection(self) -> None:
+        """Close a connection that cannot recover (auth refused, host key changed); `r` opens a new one
+        and reads the token file again."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            await self._connection_stack.aclose()
+            self._connection_stack = AsyncExitStack()
 
     @on(ClusterInfoLoaded)
     def _info_loaded(self, message: ClusterInfoLoaded) -> None:
@@ -219,12 +245,17 @@ class CockpitApp(App[int]):
     @on(PollFailed)
     def _poll_failed(self, message: PollFailed) -> None:
         self.connection_state = "unreachable"
+        link = self._connection.link if self._connection is not None else None
+        if link is not None and link.status.state == "failed":
+            message = PollFailed(link.status.describe(), permanent=True)
         if message.permanent:
-            self.connection_detail = f"{message.reason} (not retrying; fix and press r)"
+            self.connection_detail = f"{message.reason} (not retrying; fix it and press r)"
+            if self._poll_timer is not None:
+                self._poll_timer.stop()
+            self._drop_connection()
         else:
             delay = RETRY_SECONDS[min(self._failures, len(RETRY_SECONDS) - 1)]
             self._failures += 1
-            link = self._connection.link if self._connection is not None else None
             if link is not None and link.status.state == "reconnecting":
                 self.connection_state = "reconnecting"
                 self.connection_detail = link.status.describe()
@@ -258,7 +289,7 @@ class CockpitApp(App[int]):
 
     def action_refresh_now(self) -> None:
         self._failures = 0
-        self.poll_cluster()
+        self._poll_now()
 
     def action_help(self) -> None:
         app_keys = [(b.key_display or b.key, b.description) for b in self._bindings_of(self)]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from textual.message import Message
 
 from cockpit.core.snapshots import ClusterInfo, ClusterSnapshot
-from cockpit.core.ssh import UnknownHostKey
+from cockpit.core.ssh_errors import UnknownHostKey
 
 
 @dataclass

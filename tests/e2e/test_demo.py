@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cockpit.core import local_cluster
-from tests.harness.cluster import ray_processes_under
+from tests.harness.cluster import cluster_processes
 from tests.harness.terminal import Terminal
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
@@ -21,7 +21,6 @@ pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is no
 def test_demo_shows_nodes_and_running_job_then_quits_clean(tmp_path: Path) -> None:
     state = tmp_path / "state"
     term = Terminal(f"cockpit-demo-{os.getpid()}", 100, 30)
-    root = None
     try:
         python = shlex.quote(sys.executable)
         command = f"COCKPIT_STATE_DIR={shlex.quote(str(state))} {python} -m cockpit.cli demo"
@@ -34,11 +33,10 @@ def test_demo_shows_nodes_and_running_job_then_quits_clean(tmp_path: Path) -> No
         assert "connected" in text and "Ray " in text
         cluster = local_cluster.load(state)
         assert cluster is not None
-        root = cluster.root
-        assert ray_processes_under(root)
+        assert cluster_processes(cluster)
         term.type("q")
         term.wait_for(lambda s: "demo-exit=0" in s, timeout=60)
-        assert ray_processes_under(root) == [], "quitting the demo leaves no Ray process"
+        assert cluster_processes(cluster) == [], "quitting the demo leaves no Ray process"
         assert local_cluster.load(state) is None
         print(f"demo showed 3 nodes and the running job {took:.0f} s after start")
     finally:

@@ -29,8 +29,13 @@ class ClusterHandle:
     def url(self) -> str:
         return self.cluster.dashboard_url
 
+    @property
+    def token_file(self) -> Path:
+        """The cluster's auth token (0600), for targets that cannot find it themselves (SSH)."""
+        return self.state_dir / "token"
+
     def client(self) -> DashboardClient:
-        return DashboardClient(self.url)
+        return DashboardClient(self.url, token=local_cluster.cluster_token(self.state_dir))
 
 
 @contextmanager
@@ -61,15 +66,22 @@ def wait_for(predicate_async, timeout: float = 60.0, interval: float = 0.5):  # 
     return run()
 
 
-def ray_processes_under(root: str) -> list[int]:
-    """Pids of processes whose command line names `root` (a cluster's temp dir)."""
+def cluster_processes(cluster: LocalCluster) -> list[int]:
+    """Live processes carrying the cluster's COCKPIT_CLUSTER_ID (whatever their command line says)."""
+    return local_cluster.cluster_pids(cluster)
+
+
+def processes_named(*names: str) -> list[str]:
+    """Live (non-zombie) processes of this user whose name is one of `names`, e.g. raylet, gcs_server."""
     out = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                    if root.encode() in fh.read():
-                        out.append(int(entry))
+                with open(f"/proc/{entry}/stat") as fh:
+                    stat = fh.read()
             except OSError:
-                pass
+                continue
+            name = stat[stat.index("(") + 1 : stat.rindex(")")]
+            if name in names and stat.rsplit(") ", 1)[-1][:1] != "Z":
+                out.append(f"{entry} {name}")
     return out

@@ -12,7 +12,7 @@ import pytest
 
 from cockpit.core import local_cluster
 from cockpit.core.errors import LocalClusterError
-from tests.harness.cluster import ray_processes_under
+from tests.harness.cluster import cluster_processes, processes_named
 
 pytestmark = pytest.mark.cluster
 
@@ -31,7 +31,8 @@ def test_up_status_down_leaves_no_ray_process(tmp_path: Path, ray_cluster: objec
     cluster = local_cluster.load(tmp_path)
     assert cluster is not None
     try:
-        assert ray_processes_under(cluster.root), "the cluster's processes run under its temp dir"
+        assert cluster_processes(cluster), "the cluster's processes carry its COCKPIT_CLUSTER_ID"
+        assert (tmp_path / "token").stat().st_mode & 0o777 == 0o600
         status = cockpit("local", "status", env=env)
         assert status.returncode == 0, status.stderr
         assert f"http://127.0.0.1:{cluster.dashboard_port}" in status.stdout
@@ -50,11 +51,12 @@ def test_up_status_down_leaves_no_ray_process(tmp_path: Path, ray_cluster: objec
     finally:
         down = cockpit("local", "down", env=env)
     assert down.returncode == 0 and "stopped" in down.stdout
-    assert ray_processes_under(cluster.root) == []
+    assert cluster_processes(cluster) == []
     assert local_cluster.load(tmp_path) is None
     assert not Path(cluster.root).exists()
     # The session cluster was not touched by that `down`.
-    assert ray_processes_under(ray_cluster.cluster.root)  # type: ignore[attr-defined]
+    assert cluster_processes(ray_cluster.cluster)  # type: ignore[attr-defined]
+    assert processes_named("raylet", "gcs_server")  # the session cluster's, still running
 
 
 def test_status_without_cluster_is_one_line(tmp_path: Path) -> None:
@@ -62,6 +64,8 @@ def test_status_without_cluster_is_one_line(tmp_path: Path) -> None:
     result = cockpit("status", "local", env=env)
     assert result.returncode == 1
     assert result.stderr == "cockpit: no local cluster is running: start one with `cockpit local up`.\n"
+    status = cockpit("local", "status", env=env)
+    assert status.returncode == 1 and status.stdout == "" and "no local cluster" in status.stderr
 
 
 def test_kill_node_requires_a_cluster(tmp_path: Path) -> None:

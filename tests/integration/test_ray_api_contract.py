@@ -33,7 +33,7 @@ async def test_version_info_and_auth_mode(client: DashboardClient) -> None:
     info = await client.cluster_info()
     assert info.ray_version == version["ray_version"]
     assert info.python_version != NA and info.session_name.startswith("session_")
-    assert await client.auth_mode() == "disabled"
+    assert await client.auth_mode() == "token"  # local clusters use token auth by default
 
 
 async def test_nodes_merge_table_and_stats(client: DashboardClient) -> None:

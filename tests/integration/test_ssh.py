@@ -57,8 +57,10 @@ def ssh_config(tmp_path_factory: pytest.TempPathFactory, head: SshServer, jump: 
 
 
 def cockpit(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    # Over SSH the cockpit cannot know the tunnelled cluster is the local one: give it the token.
+    token_file = Path(os.environ["COCKPIT_STATE_DIR"]) / "token"
     return subprocess.run(
-        [sys.executable, "-m", "cockpit.cli", *args],
+        [sys.executable, "-m", "cockpit.cli", *args, "--token-file", str(token_file)],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -143,7 +145,11 @@ async def test_tunnel_is_private_and_survives_a_dropped_connection(
     head_server = start_sshd(tmp_path / "head2")  # its own server: this test kills and restarts it
     config = tmp_path / "config"
     config.write_text(head_server.ssh_config_entry("head-node"))
-    options = ConnectOptions(ssh_config=str(config), dashboard_port=ray_cluster.cluster.dashboard_port)
+    options = ConnectOptions(
+        ssh_config=str(config),
+        dashboard_port=ray_cluster.cluster.dashboard_port,
+        token_file=str(ray_cluster.token_file),
+    )
     try:
         async with open_connection(parse_target("head-node"), options) as conn:
             assert conn.link is not None
@@ -155,7 +161,7 @@ async def test_tunnel_is_private_and_survives_a_dropped_connection(
 
             # The server side of the connection dies: the link reconnects by itself.
             head_server.kill_connections()
-            recovered = await _until_answers(conn.client, timeout=10)
+            recovered = await _until_answers(conn.client, timeout=30)
             assert recovered
 
             # The server goes away for a while and comes back.
@@ -165,7 +171,7 @@ async def test_tunnel_is_private_and_survives_a_dropped_connection(
             await asyncio.sleep(2)
             head_server.restart()
             back = time.monotonic()
-            assert await _until_answers(conn.client, timeout=10)
+            assert await _until_answers(conn.client, timeout=30)
             print(f"data flowed again {time.monotonic() - back:.1f} s after sshd was back")
             assert socket_path.exists()
         assert not socket_path.exists() and not socket_path.parent.exists()  # removed on exit
@@ -187,11 +193,18 @@ async def _until_answers(client: object, timeout: float) -> bool:
 async def test_open_channel_reaches_a_service_behind_the_head(
     ray_cluster: ClusterHandle, ssh_config: Path
 ) -> None:
-    options = ConnectOptions(ssh_config=str(ssh_config), dashboard_port=ray_cluster.cluster.dashboard_port)
+    options = ConnectOptions(
+        ssh_config=str(ssh_config),
+        dashboard_port=ray_cluster.cluster.dashboard_port,
+        token_file=str(ray_cluster.token_file),
+    )
     async with open_connection(parse_target("head-node"), options) as conn:
         assert conn.link is not None
         reader, writer = await conn.link.open_channel("127.0.0.1", ray_cluster.cluster.dashboard_port)
-        writer.write(b"GET /api/version HTTP/1.0\r\nHost: dashboard\r\n\r\n")
+        token = ray_cluster.token_file.read_text().strip()
+        writer.write(
+            f"GET /api/version HTTP/1.0\r\nHost: dashboard\r\nAuthorization: Bearer {token}\r\n\r\n".encode()
+        )
         response = await asyncio.wait_for(reader.read(-1), 10)
         writer.close()
     assert response.startswith(b"HTTP/1.") and b'"ray_version"' in response
@@ -199,7 +212,10 @@ async def test_open_channel_reaches_a_service_behind_the_head(
 
 async def test_expose_port_binds_loopback_only(ray_cluster: ClusterHandle, ssh_config: Path) -> None:
     options = ConnectOptions(
-        ssh_config=str(ssh_config), dashboard_port=ray_cluster.cluster.dashboard_port, expose_port=0
+        ssh_config=str(ssh_config),
+        dashboard_port=ray_cluster.cluster.dashboard_port,
+        expose_port=0,
+        token_file=str(ray_cluster.token_file),
     )
     async with open_connection(parse_target("head-node"), options) as conn:
         assert conn.link is not None and conn.link.expose_url

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from cockpit.core.jobs import submit_request
-from cockpit.core.ray_api import DashboardClient
 from tests.harness.cluster import ClusterHandle
 
 pytestmark = pytest.mark.cluster
@@ -58,7 +57,11 @@ def test_shape_larger_than_the_cluster_is_blocked_and_nothing_submitted(
     result = cockpit("submit", "local", str(profile))
     assert result.returncode == 1
     assert "✘ cluster shape: asks 16 x 8 GPUs" in result.stderr
-    assert result.stderr.strip().splitlines()[-1].startswith("cockpit: not submitted: cluster shape")
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"cockpit: not submitted: {profile}:4: cluster shape")
+    )
     after = json.loads(cockpit("jobs", "local", "--json").stdout)
     assert len(after) == len(before)
 
@@ -74,7 +77,7 @@ def test_missing_secret_blocks_submit(ray_cluster: ClusterHandle, tmp_path: Path
 
 async def test_a_retried_submit_never_runs_twice(ray_cluster: ClusterHandle) -> None:
     request = {"entrypoint": f"{sys.executable} -c 'print(1)'", "submission_id": "retry-once-1234"}
-    async with DashboardClient(ray_cluster.url) as client:
+    async with ray_cluster.client() as client:
         first = await submit_request(client, request)
         # The same request again (what a retry after a lost answer sends): found, not submitted again.
         second = await submit_request(client, request)

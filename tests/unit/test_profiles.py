@@ -74,9 +74,15 @@ def test_errors_name_file_line_and_key(tmp_path: Path, text: str, fragment: str)
     assert str(path) in str(info.value) and fragment in str(info.value)
 
 
+def test_secrets_only_in_env_vars(tmp_path: Path) -> None:
+    path = write(tmp_path, "entrypoint: python3 train.py\noverrides:\n  - wandb.key=${env:WANDB_API_KEY}\n")
+    with pytest.raises(profiles.ProfileError, match=r":3: overrides\[1\]: \$\{env:...\} secrets belong in"):
+        profiles.load(path)
+
+
 def test_unset_secret_is_one_clear_sentence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NOPE_TOKEN", raising=False)
-    path = write(tmp_path, "entrypoint: run ${env:NOPE_TOKEN}\n")
+    path = write(tmp_path, "entrypoint: run\nruntime_env: {env_vars: {T: '${env:NOPE_TOKEN}'}}\n")
     with pytest.raises(profiles.ProfileError, match="export NOPE_TOKEN"):
         profiles.render(profiles.load(path))
 
@@ -141,3 +147,36 @@ def test_rlinf_placements_are_checked() -> None:
     overlapping = ("cluster.component_placement.inference=18-23",)
     checks = preflight(profiles.load(profiles.find("rlinf-math-grpo-disaggregated-4x8")), overlapping, None)
     assert next(c for c in checks if c.name == "RLinf placement").blocking
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "fragment"),
+    [
+        ("entrypoint: x\ncluster: {nodes: 2\n", ":3", "not valid YAML"),
+        ("entrypoint: x\nnodes: 2\n", ":2", "nodes: unknown key"),
+        ("entrypoint: x\ncluster:\n  nodes: two\n", ":3", "cluster.nodes: must be a whole number"),
+        (
+            "framework: rlinf\nentrypoint: python main.py\noverrides:\n  - cluster.num_nodes=1\n"
+            "  - cluster.num_gpus_per_node=8\n  - cluster.component_placement.rollout=0-5\n"
+            "  - cluster.component_placement.actor=4-7\n",
+            ":7",
+            "RLinf placement: actor overlaps rollout at GPU 4",
+        ),
+        (
+            "framework: rlinf\nentrypoint: python main.py\noverrides:\n  - cluster.num_nodes=1\n"
+            "  - cluster.num_gpus_per_node=8\n  - cluster.component_placement.rollout=0-5\n",
+            ":6",
+            "GPUs 6-7 are given to no component",
+        ),
+    ],
+)
+def test_profiles_check_names_file_line_and_fix(tmp_path: Path, text: str, where: str, fragment: str) -> None:
+    import subprocess
+
+    path = write(tmp_path, text)
+    result = subprocess.run(
+        [sys.executable, "-m", "cockpit.cli", "profiles", "check", str(path)], capture_output=True, text=True
+    )
+    assert result.returncode == 1
+    (line,) = result.stdout.splitlines()
+    assert line.startswith(f"✘ {path}{where}: ") and fragment in line, line
