@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from common import BIN, Row, Stats, bench_env, ratio, timed_run
+from common import BIN, Row, Stats, bench_env, cluster_token, ratio, timed_run
 
 from cockpit.core.local_cluster import LocalCluster
 from cockpit.core.ray_api import DashboardClient
@@ -55,7 +55,7 @@ async def _measure(
     env = bench_env(state_dir)
     ray_argv = [str(BIN / "ray"), "status", "--address", cluster.gcs_address]
     cockpit_argv = [str(BIN / "cockpit"), "status", "local", "--json"]
-    client = DashboardClient(cluster.dashboard_url)
+    client = DashboardClient(cluster.dashboard_url, token=cluster_token(state_dir))
 
     async def ray_status() -> float:
         took, out = await asyncio.to_thread(timed_run, ray_argv, env)

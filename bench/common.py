@@ -6,6 +6,7 @@ run, interleaved with the candidate, and reports ratios. Nothing here asserts a 
 
 from __future__ import annotations
 
+import ctypes
 import os
 import platform
 import statistics
@@ -20,6 +21,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 BIN = Path(PYTHON).parent
+_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 @dataclass(frozen=True)
@@ -55,13 +57,28 @@ def ratio(numerator: float, denominator: float) -> float:
     return numerator / denominator if denominator > 0 else float("inf")
 
 
+def cluster_token(state_dir: Path) -> str | None:
+    """The auth token of the benchmark's cluster, or None when it runs without token auth.
+
+    Local clusters use Ray's token auth by default where `local_cluster.cluster_token` exists.
+    """
+    from cockpit.core import local_cluster
+
+    read = getattr(local_cluster, "cluster_token", None)
+    return read(state_dir) if read is not None else None
+
+
 def bench_env(state_dir: Path | None = None) -> dict[str, str]:
     """The environment for measured subprocesses: `local` resolves to the benchmark's own cluster."""
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
     env["RAY_USAGE_STATS_ENABLED"] = "0"
     env["RAY_AUTH_MODE"] = "disabled"
+    env.pop("RAY_AUTH_TOKEN", None)
     if state_dir is not None:
         env["COCKPIT_STATE_DIR"] = str(state_dir)
+        token = cluster_token(state_dir)
+        if token is not None:  # `ray status` and `cockpit status` both read RAY_AUTH_TOKEN
+            env["RAY_AUTH_MODE"], env["RAY_AUTH_TOKEN"] = "token", token
     return env
 
 
@@ -73,6 +90,28 @@ def timed_run(argv: list[str], env: dict[str, str], timeout: float = 120.0) -> t
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
     return took, proc.stdout
+
+
+def cpu_clock_seconds(pid: int) -> float:
+    """A process's CPU time from its POSIX CPU clock: nanosecond resolution, unlike /proc ticks."""
+    clock = ctypes.c_int()
+    if _LIBC.clock_getcpuclockid(pid, ctypes.byref(clock)) != 0:
+        raise RuntimeError(f"clock_getcpuclockid({pid}) failed")
+    return time.clock_gettime(clock.value)
+
+
+def pids_naming(text: str) -> list[int]:
+    """Live processes other than this one whose command line contains TEXT (e.g. a private temp dir)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    if text.encode() in fh.read():
+                        pids.append(int(entry))
+            except OSError:
+                continue
+    return pids
 
 
 def load_average() -> tuple[float, float, float]:

@@ -12,35 +12,25 @@ Then both are quit with `q` and the time each took to exit is recorded.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shlex
 import time
 from pathlib import Path
 from typing import Any
 
-from common import BIN, PYTHON, REPO, Row, Stats, ratio
+from common import BIN, PYTHON, REPO, Row, Stats, cpu_clock_seconds, ratio
 from terminal import Terminal, quit_app, start
 
 NAME = "idle_cpu"
 SLICE_S = 10.0
 SETTLE_S = 5.0
 TICK = os.sysconf("SC_CLK_TCK")
-_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 def _cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as fh:
         fields = fh.read().rsplit(") ", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime: fields 14 and 15
-
-
-def _cpu_clock_seconds(pid: int) -> float:
-    """The process's CPU time from its POSIX CPU clock: nanosecond resolution, unlike the ticks."""
-    clock = ctypes.c_int()
-    if _LIBC.clock_getcpuclockid(pid, ctypes.byref(clock)) != 0:
-        raise RuntimeError(f"clock_getcpuclockid({pid}) failed")
-    return time.clock_gettime(clock.value)
 
 
 def _rss_mib(pid: int) -> float:
@@ -51,7 +41,7 @@ def _rss_mib(pid: int) -> float:
     return float("nan")
 
 
-COUNTERS = {"stat": _cpu_seconds, "clock": _cpu_clock_seconds}
+COUNTERS = {"stat": _cpu_seconds, "clock": cpu_clock_seconds}
 """utime+stime from /proc/PID/stat (10 ms ticks), and the process CPU clock (ns)."""
 
 

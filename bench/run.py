@@ -1,16 +1,16 @@
 """Provides the benchmark runner: `python bench/run.py [--quick] [--only NAME ...]`.
 
 Runs the start-up benchmark first (it needs no cluster), then starts ONE real local Ray cluster
-(3 nodes x 2 logical GPUs, remembered in a private temp directory) for the cluster-status and idle-CPU
-benchmarks, and stops it in a `finally`, also on Ctrl-C or SIGTERM. Prints a table and writes every
-sample to bench/results/YYYYmmdd-HHMMSS.json. Times are only compared within one run (ratios).
+(3 nodes x 2 logical GPUs, remembered in a private temp directory; 1 node when the SSH-tunnel benchmark
+is the only one that needs it) for the cluster-status, SSH-tunnel and idle-CPU benchmarks, and stops it
+in a `finally`, also on Ctrl-C or SIGTERM. Prints a table and writes every sample to
+bench/results/YYYYmmdd-HHMMSS.json. Times are only compared within one run (ratios).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import signal
 import sys
@@ -24,12 +24,15 @@ from typing import Any
 import cluster_status
 import idle_cpu
 import startup
-from common import REPO, Row, load_average, machine, tree
+import tunnel
+from common import REPO, Row, load_average, machine, pids_naming, tree
 
 from cockpit.core import local_cluster
 
 NODES, GPUS_PER_NODE = 3, 2
-BENCHES = ("startup", "cluster_status", "idle_cpu")
+BENCHES = ("startup", "cluster_status", "tunnel", "idle_cpu")
+CLUSTER_BENCHES = {"cluster_status", "tunnel", "idle_cpu"}
+"""Those that run on the local cluster; the tunnel benchmark alone needs only 1 node."""
 RESULTS = REPO / "bench" / "results"
 
 
@@ -41,42 +44,33 @@ def _stop_on_signal(signum: int, _frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)  # unwinds through the `finally` that stops the cluster
 
 
-def _pids_under(root: str) -> list[int]:
-    """Live processes whose command line names the cluster's temp dir (its raylets, GCS, workers)."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                    if root.encode() in fh.read():
-                        pids.append(int(entry))
-            except OSError:
-                continue
-    return pids
-
-
 def _with_cluster(selected: Sequence[str], quick: bool, results: dict[str, Any], rows: list[Row]) -> None:
     state_dir = Path(tempfile.mkdtemp(prefix="cockpit-bench-"))
+    nodes = NODES if {"cluster_status", "idle_cpu"} & set(selected) else 1
     root = ""
     try:
-        _say(f"starting a local cluster: {NODES} nodes x {GPUS_PER_NODE} GPUs (state in {state_dir})")
+        _say(f"starting a local cluster: {nodes} node(s) x {GPUS_PER_NODE} GPUs (state in {state_dir})")
         started = time.monotonic()
-        cluster = local_cluster.up(NODES, GPUS_PER_NODE, directory=state_dir, progress=_say)
+        cluster = local_cluster.up(nodes, GPUS_PER_NODE, directory=state_dir, progress=_say)
         root = cluster.root
         up_s = time.monotonic() - started
-        results["cluster"] = {"nodes": NODES, "gpus_per_node": GPUS_PER_NODE, "up_s": up_s}
+        results["cluster"] = {"nodes": nodes, "gpus_per_node": GPUS_PER_NODE, "up_s": up_s}
         if "cluster_status" in selected:
             _say("cluster_status ...")
-            results["cluster_status"], new = cluster_status.run(cluster, state_dir, NODES, quick)
+            results["cluster_status"], new = cluster_status.run(cluster, state_dir, nodes, quick)
+            rows += new
+        if "tunnel" in selected:
+            _say("tunnel ...")
+            results["tunnel"], new = tunnel.run(cluster, state_dir, quick)
             rows += new
         if "idle_cpu" in selected:
             _say("idle_cpu ...")
-            results["idle_cpu"], new = idle_cpu.run(state_dir, NODES, quick)
+            results["idle_cpu"], new = idle_cpu.run(state_dir, nodes, quick)
             rows += new
     finally:
         _say("stopping the local cluster")
         local_cluster.down(directory=state_dir)
-        left = _pids_under(root) if root else []
+        left = pids_naming(root) if root else []
         results.setdefault("cluster", {})["processes_left_after_down"] = left
         if left:
             _say(f"WARNING: processes of this cluster still run: {left}")
@@ -109,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say("startup ...")
         results["startup"], new = startup.run(args.quick)
         rows += new
-    if {"cluster_status", "idle_cpu"} & set(args.only):
+    if CLUSTER_BENCHES & set(args.only):
         _with_cluster(args.only, args.quick, results, rows)
     results["load_after"] = load_average()
     RESULTS.mkdir(parents=True, exist_ok=True)
