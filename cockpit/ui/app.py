@@ -304,4 +304,4 @@ class CockpitApp(App[int]):
     @staticmethod
     def _bindings_of(node: object) -> list[Binding]:
         bindings = getattr(node, "BINDINGS", [])
-        return [b for b in bindings if isinstance(b, Binding) and b.show]
+        return [b for b in bindings if isinstance(b, Binding) and b.description]

@@ -60,6 +60,7 @@ async def test_cluster_screen_shows_nodes_and_join_progress(
         await until(pilot, lambda: bar.ray_version != "")
         header = str(bar.render())
         assert "local" in header and f"Ray {bar.ray_version}" in header and "connected" in header
+        # Running jobs come first in the strip, however many finished jobs are newer.
         await until(pilot, lambda: demo_job in str(app.screen.query_one("#jobs").render()))
         assert "RUNNING" in str(app.screen.query_one("#jobs").render())
 
@@ -105,6 +106,10 @@ async def test_number_keys_and_help(ray_cluster: ClusterHandle) -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("4")
         assert getattr(app.screen, "TITLE", "") == "4 Jobs"
+        await pilot.press("question_mark")
+        jobs_help = str(app.screen.query_one("#help-text").render())
+        assert "New job" in jobs_help and "Resubmit" in jobs_help  # screen keys live in help, not the footer
+        await pilot.press("escape")
         for key, title in (
             ("2", "2 GPUs"),
             ("3", "3 Actors"),

@@ -56,12 +56,14 @@ def job_cells(job: JobRow, now: float) -> dict[str, str | Text]:
 
 class JobsScreen(CockpitScreen):
     TITLE = "4 Jobs"
+    # Shown in the screen's own hint line and in `?` help, not the footer: at 80 columns the footer must
+    # keep the navigation keys, `?` and `q` visible.
     BINDINGS = [
-        Binding("n", "launch", "New job", id="jobs.new"),
-        Binding("s", "stop", "Stop", id="jobs.stop"),
-        Binding("d", "delete", "Delete", id="jobs.delete"),
-        Binding("e", "resubmit", "Resubmit", id="jobs.resubmit"),
-        Binding("enter", "driver_log", "Driver log", id="jobs.log"),
+        Binding("n", "launch", "New job", id="jobs.new", show=False),
+        Binding("s", "stop", "Stop", id="jobs.stop", show=False),
+        Binding("d", "delete", "Delete", id="jobs.delete", show=False),
+        Binding("e", "resubmit", "Resubmit", id="jobs.resubmit", show=False),
+        Binding("enter", "driver_log", "Driver log", id="jobs.log", show=False),
     ]
 
     def compose_body(self) -> ComposeResult:

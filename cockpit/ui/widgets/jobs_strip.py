@@ -40,7 +40,9 @@ class JobsStrip(Static):
             return
         now = time.time()
         text = Text(no_wrap=True, overflow="ellipsis")
-        for i, job in enumerate(jobs[: self.limit]):
+        # Running and pending jobs first (what the user is watching), then the newest finished ones.
+        shown = sorted(jobs, key=lambda j: (j.terminal, -(j.start_time or 0.0)))[: self.limit]
+        for i, job in enumerate(shown):
             if i:
                 text.append("\n")
             end = job.end_time or now
