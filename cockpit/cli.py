@@ -107,6 +107,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_connect_options(p)
     p.add_argument("job", metavar="JOB", help="submission id")
 
+    p = sub.add_parser("logs", help="print or follow a driver, actor or node log")
+    _add_connect_options(p)
+    p.add_argument("job", nargs="?", metavar="JOB", help="submission id: the job's driver log")
+    p.add_argument("--actor", metavar="ID", help="an actor's output (actor id or name)")
+    p.add_argument("--err", action="store_true", help="with --actor: stderr instead of stdout")
+    p.add_argument("--node", metavar="ID", help="a node (id or unique prefix), with --file")
+    p.add_argument("--file", metavar="NAME", help="a log file of --node (e.g. raylet.out)")
+    p.add_argument(
+        "--follow", "-f", action="store_true", help="keep printing (a job's log ends with the job)"
+    )
+    p.add_argument("--lines", "-n", type=int, default=1000, metavar="N", help="start with the last N lines")
+
     profiles = sub.add_parser("profiles", help="saved job profiles").add_subparsers(
         dest="profiles_command", metavar="ACTION", required=True
     )

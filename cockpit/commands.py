@@ -334,64 +334,46 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return asyncio.run(run())
 
 
-async def _follow(client: Any, submission_id: str) -> int:
+async def _follow(client: Any, submission_id: str, lines: int = -1) -> int:
     """Stream the driver log until the job ends; exit 0 only if it SUCCEEDED.
 
-    One log stream is held (it counts against the dashboard's request limit). When it drops (a
-    dashboard module restart, an SSH reconnect) it is re-opened and the bytes already printed are
-    skipped, so no line is lost or printed twice; the end is read from the file once the job is over.
+    One log stream is held (it counts against the dashboard's request limit); when it drops it resumes
+    with no line lost or repeated (LogTail). The end is read from the file once the job is over.
     """
+    from cockpit.core.log_sources import LogSource, LogTail
+
     out = sys.stdout.buffer
-    printed = 0
-
-    def emit(data: bytes) -> None:
-        nonlocal printed
-        out.write(data)
-        out.flush()
-        printed += len(data)
-
     job = await _job_when_driver_starts(client, submission_id)
-    filename = f"job-driver-{submission_id}.log"
-    done = asyncio.Event()
-
-    async def watch_status() -> None:
-        nonlocal job
-        while not job.terminal:
-            await asyncio.sleep(2.0)
-            with contextlib.suppress(DashboardError):
-                job = await client.job(submission_id)
-        done.set()
-
-    async def stream() -> None:
-        failures = 0
-        while not done.is_set():
-            seen = 0
-            try:
-                async for chunk in client.stream_log(node_id=job.driver_node_id, filename=filename, lines=-1):
-                    failures = 0
-                    skip = max(0, min(len(chunk), printed - seen))
-                    seen += len(chunk)
-                    if skip < len(chunk):
-                        emit(chunk[skip:])
-            except DashboardError as exc:
-                failures += 1
-                if failures > 30:
-                    raise
-                print(f"cockpit: log stream interrupted ({exc}); resuming", file=sys.stderr)
-                await asyncio.sleep(min(1.0 * failures, 5.0))
-
     if job.driver_node_id:
+        tail = LogTail(client, LogSource.driver(job), lines=lines, on_event=lambda m: _err(m))
+        done = asyncio.Event()
+
+        async def watch_status() -> None:
+            nonlocal job
+            while not job.terminal:
+                await asyncio.sleep(2.0)
+                with contextlib.suppress(DashboardError):
+                    job = await client.job(submission_id)
+            done.set()
+
+        async def stream() -> None:
+            async for chunk in tail.chunks():
+                out.write(chunk)
+                out.flush()
+
         streamer = asyncio.ensure_future(stream())
         watcher = asyncio.ensure_future(watch_status())
         await asyncio.wait({streamer, watcher}, return_when=asyncio.FIRST_COMPLETED)
         streamer.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await streamer
+        if streamer.done() and not streamer.cancelled() and streamer.exception() is not None:
+            watcher.cancel()
+            raise streamer.exception()  # type: ignore[misc]
         await watcher
-        # The stream polls the file once a second: read what it had not sent yet.
-        tail = await client.log_bytes(node_id=job.driver_node_id, filename=filename)
-        if len(tail) > printed:
-            emit(tail[printed:])
+        # The stream polls the file about once a second: deliver what it had not sent yet.
+        out.write(await tail.remainder())
+        out.flush()
     if job.status == "SUCCEEDED":
         print(f"{submission_id}: SUCCEEDED")
         return EXIT_OK
@@ -406,6 +388,59 @@ async def _job_when_driver_starts(client: Any, submission_id: str) -> Any:
         if job.driver_node_id or job.terminal:
             return job
         await asyncio.sleep(1.0)
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    chosen = [bool(args.job), bool(args.actor), bool(args.node or args.file)]
+    if sum(chosen) != 1:
+        raise CockpitError("give exactly one of JOB, --actor ID, or --node ID --file NAME.")
+    if (args.node is None) != (args.file is None):
+        raise CockpitError("--node and --file go together (e.g. --node 3f2a --file raylet.out).")
+    target = parse_target(args.target)
+
+    async def run() -> int:
+        from cockpit.core.log_sources import LogSource, LogTail
+
+        async with open_dashboard(target, _options(args)) as client:
+            if args.job:
+                job = await client.job(args.job)
+                if args.follow:
+                    return await _follow(client, job.key, lines=args.lines)
+                if not job.driver_node_id:
+                    raise CockpitError(f"{job.key} has no driver log yet ({job.status}).")
+                source = LogSource.driver(job)
+            elif args.actor:
+                source = LogSource.actor(await _find_actor(client, args.actor), "err" if args.err else "out")
+            else:
+                source = LogSource.file(await _find_node(client, args.node), args.file)
+            if not args.follow:
+                sys.stdout.buffer.write(await client.log_bytes(source.params(), lines=args.lines))
+                sys.stdout.flush()
+                return EXIT_OK
+            async for chunk in LogTail(client, source, lines=args.lines, on_event=_err).chunks():
+                sys.stdout.buffer.write(chunk)
+                sys.stdout.flush()
+        return EXIT_OK
+
+    return asyncio.run(run())
+
+
+async def _find_actor(client: Any, wanted: str) -> Any:
+    column = "actor_id" if len(wanted) == 32 and all(c in "0123456789abcdef" for c in wanted) else "name"
+    rows = (await client.actors(filters=[(column, "=", wanted)], limit=10)).rows
+    if not rows:
+        raise CockpitError(f"no actor with {'id' if column == 'actor_id' else 'name'} {wanted!r}.")
+    alive = [a for a in rows if a.state == "ALIVE"]
+    return (alive or list(rows))[0]
+
+
+async def _find_node(client: Any, wanted: str) -> str:
+    rows = (await client.node_table()).rows
+    matches = [n.node_id for n in rows if n.node_id.startswith(wanted)]
+    if len(matches) != 1:
+        known = ", ".join(n.node_id[:8] for n in rows)
+        raise CockpitError(f"{wanted!r} matches {len(matches)} nodes (known: {known}).")
+    return str(matches[0])
 
 
 # -- profiles ------------------------------------------------------------------------------------

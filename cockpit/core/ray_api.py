@@ -383,14 +383,17 @@ class DashboardClient:
         files = {str(k): tuple(map(str, v)) for k, v in result.items() if isinstance(v, list)}
         return LogIndex(node_id=node_id, files=files)
 
-    async def log_bytes(self, *, node_id: str, filename: str) -> bytes:
-        """A whole log file as bytes (no decoding, so byte offsets are exact)."""
-        params = [("node_id", node_id), ("filename", filename), ("lines", "-1")]
+    async def log_bytes(self, where: Sequence[tuple[str, str]], lines: int = -1) -> bytes:
+        """A log file (whole, or its last `lines` lines) as bytes: exact offsets, no decoding.
+
+        `where` names it: [("node_id", ...), ("filename", ...)] or [("actor_id", ...), ("suffix", "out")].
+        """
+        params = [*where, ("lines", str(lines))]
         data = await self._request("GET", "/api/v0/logs/file", params=params, expect_json=False, raw=True)
         return bytes(data)
 
     async def stream_log(
-        self, *, node_id: str, filename: str, lines: int = 1000, interval: float = 0.5
+        self, where: Sequence[tuple[str, str]], *, lines: int = 1000, interval: float = 0.5
     ) -> AsyncIterator[bytes]:
         """Follow a log file: its last `lines` lines (-1: all), then new bytes as they are written.
 
@@ -398,12 +401,7 @@ class DashboardClient:
         DashboardUnreachable when the connection drops. Each open stream counts against the dashboard's
         limit of concurrent state requests: hold few, close them when hidden.
         """
-        params = [
-            ("node_id", node_id),
-            ("filename", filename),
-            ("lines", str(lines)),
-            ("interval", str(interval)),
-        ]
+        params = [*where, ("lines", str(lines)), ("interval", str(interval))]
         url = f"{self.base_url}/api/v0/logs/stream"
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._timeout.total, sock_read=None)
         try:
