@@ -102,12 +102,14 @@ class LogTail:
         return whole[position + len(self._anchor) :] if position >= 0 else b""
 
     async def chunks(self) -> AsyncIterator[bytes]:
+        """New bytes, forever. Iterating again later (a pane shown again) continues where it stopped."""
         failures = 0
-        first = True
         while True:
             try:
-                skip = 0 if first else await self._resume_offset()
-                lines = self.lines if first and not self._anchor else -1
+                # Nothing delivered yet: start at the last `lines` lines. Otherwise replay the file and
+                # skip what was delivered (after a drop, or when a hidden pane is shown again).
+                skip = await self._resume_offset() if self._anchor else 0
+                lines = -1 if self._anchor else self.lines
                 seen = 0
                 async for chunk in self.client.stream_log(
                     self.source.params(), lines=lines, interval=self.interval
@@ -132,5 +134,4 @@ class LogTail:
                 failures += 1
                 self.resumes += 1
                 self.on_event(f"{self.source.label}: stream dropped ({exc}); resuming in {delay:g} s")
-                first = False
                 await asyncio.sleep(delay)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.markup import escape
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -37,6 +37,16 @@ def fuzzy_score(query: str, text: str) -> int | None:
         score += found - position - 1
         position = found
     return score
+
+
+def arrows_move_list(event: events.Key, in_filter: bool, options: OptionList) -> None:
+    """Up/down typed in a filter field move the list's highlight: pick without leaving the keyboard row."""
+    if in_filter and event.key in ("up", "down"):
+        if event.key == "up":
+            options.action_cursor_up()
+        else:
+            options.action_cursor_down()
+        event.stop()
 
 
 def discover_profiles() -> tuple[list[profiles.Profile], list[str]]:
@@ -208,13 +218,10 @@ class LaunchScreen(ModalScreen[str | None]):
     def _enter(self) -> None:
         self.action_submit()
 
-    def on_key(self, event: object) -> None:
-        # Up/down in the filter move the profile highlight: the list is driven from the keyboard.
-        key = getattr(event, "key", "")
-        if key in ("up", "down") and self.focused is self.query_one("#filter"):
-            options = self.query_one("#profile-list", OptionList)
-            options.action_cursor_up() if key == "up" else options.action_cursor_down()
-            getattr(event, "stop", lambda: None)()
+    def on_key(self, event: events.Key) -> None:
+        arrows_move_list(
+            event, self.focused is self.query_one("#filter"), self.query_one("#profile-list", OptionList)
+        )
 
     def action_next_field(self) -> None:
         order = [self.query_one("#filter"), self.query_one("#profile-list"), self.query_one("#overrides")]
