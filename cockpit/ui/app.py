@@ -31,8 +31,9 @@ from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.screens.cluster import ClusterScreen
 from cockpit.ui.screens.help import HelpScreen
 from cockpit.ui.screens.jobs import JobsScreen
+from cockpit.ui.screens.logs import LogsScreen
 from cockpit.ui.screens.prompts import HostKeyScreen, PassphraseScreen
-from cockpit.ui.screens.upcoming import ActorsScreen, DebuggerScreen, GpuScreen, LogsScreen
+from cockpit.ui.screens.upcoming import ActorsScreen, DebuggerScreen, GpuScreen
 from cockpit.ui.widgets.status_bar import StatusBar
 
 if TYPE_CHECKING:
@@ -97,6 +98,8 @@ class CockpitApp(App[int]):
         self.connection_state = "connecting"
         self.connection_detail = ""
         self._connection: Connection | None = None
+        self.requested_log_job: JobRow | None = None
+        """A job whose driver log the Logs screen should show next (set by Enter on the Jobs screen)."""
         self.exposure: str | None = None
         """A warning when the dashboard accepts anyone (no token auth and reachable beyond loopback)."""
         self._connection_stack = AsyncExitStack()
@@ -287,6 +290,13 @@ class CockpitApp(App[int]):
 
     # -- actions -------------------------------------------------------------------------------
 
+    async def show_job_logs(self, job: JobRow) -> None:
+        """Open the Logs screen on `job`'s driver log."""
+        self.requested_log_job = job
+        await self.switch_mode("logs")
+        if isinstance(self.screen, LogsScreen):
+            self.screen.refresh_view()
+
     def action_refresh_now(self) -> None:
         self._failures = 0
         self._poll_now()
@@ -298,6 +308,11 @@ class CockpitApp(App[int]):
         screen_keys = [(b.key_display or b.key, b.description) for b in self._bindings_of(screen)]
         if screen_keys:
             sections.append((getattr(screen, "TITLE", "This screen"), screen_keys))
+        focused = self.focused
+        pane_bindings = self._bindings_of(focused)
+        pane_keys = [(b.key_display or b.key.split(",")[0], b.description) for b in pane_bindings]
+        if focused is not None and pane_keys and focused is not screen:
+            sections.append((f"This pane ({type(focused).__name__})", pane_keys))
         sections.append(("Tables", [("↑ ↓ PgUp PgDn", "move the cursor"), ("Home End", "first / last row")]))
         self.push_screen(HelpScreen(sections))
 

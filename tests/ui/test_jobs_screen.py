@@ -12,8 +12,10 @@ from textual.widgets import DataTable, Input
 from cockpit.core.targets import parse_target
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.screens.confirm import ConfirmScreen
-from cockpit.ui.screens.jobs import DriverLogScreen, JobsScreen
+from cockpit.ui.screens.jobs import JobsScreen
 from cockpit.ui.screens.launcher import LaunchScreen, fuzzy_score
+from cockpit.ui.screens.logs import LogsScreen
+from cockpit.ui.widgets.log_view import LogView
 from tests.harness.cluster import ClusterHandle
 
 pytestmark = pytest.mark.cluster
@@ -75,11 +77,11 @@ async def test_launch_from_the_tui_runs_to_success_then_delete(ray_cluster: Clus
 
         select(app, job_id)
         await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, DriverLogScreen))
-        await until(
-            pilot, lambda: "step=4 reward=" in str(app.screen.query_one("#log-text").render()), timeout=30
-        )
-        await pilot.press("escape")
+        # Enter opens the Logs screen on that job's driver log.
+        await until(pilot, lambda: isinstance(app.screen, LogsScreen))
+        view = app.screen.query_one(LogView)
+        await until(pilot, lambda: any("step=4 reward=" in line.plain for line in view.buffer), timeout=30)
+        await pilot.press("4")
 
         select(app, job_id)
         await pilot.press("e")  # resubmit with edits: the launcher comes back with profile and overrides

@@ -9,8 +9,6 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 from cockpit.core.errors import CockpitError
@@ -180,64 +178,11 @@ class JobsScreen(CockpitScreen):
         self.notify(f"{job_id}: {'stop requested' if verb == 'stop' else 'deleted'}")
         self.cockpit.action_refresh_now()
 
-    def action_driver_log(self) -> None:
+    async def action_driver_log(self) -> None:
         job = self.current_job()
         if job is not None:
-            self.app.push_screen(DriverLogScreen(job))
+            await self.cockpit.show_job_logs(job)
 
     @on(DataTable.RowSelected)
-    def _row_selected(self) -> None:
-        self.action_driver_log()
-
-
-class DriverLogScreen(ModalScreen[None]):
-    """The last lines of a job's driver log; `r` reloads, escape closes (the Logs screen follows live)."""
-
-    DEFAULT_CSS = """
-    DriverLogScreen { align: center middle; }
-    DriverLogScreen > VerticalScroll {
-        width: 96%; height: 90%; border: round $primary; background: $surface; padding: 0 1;
-    }
-    """
-    BINDINGS = [
-        Binding("escape,q", "dismiss_log", "Close", id="log.close"),
-        Binding("r", "reload", "Reload", id="log.reload"),
-    ]
-    LINES = 300
-
-    def __init__(self, job: JobRow) -> None:
-        super().__init__()
-        self.job = job
-
-    def compose(self) -> ComposeResult:
-        with VerticalScroll() as scroll:
-            scroll.border_title = (
-                f"{self.job.key} · driver log (last {self.LINES} lines) · r reload · esc close"
-            )
-            yield Static("loading…", id="log-text", markup=False)
-
-    def on_mount(self) -> None:
-        self.action_reload()
-
-    def action_dismiss_log(self) -> None:
-        self.dismiss(None)
-
-    @work(exclusive=True, group="driver-log", exit_on_error=False, description="Fetching the driver log")
-    async def action_reload(self) -> None:
-        from cockpit.ui.app import CockpitApp
-
-        assert isinstance(self.app, CockpitApp)
-        text = self.query_one("#log-text", Static)
-        if not self.job.driver_node_id:
-            text.update(f"{self.job.key} has no driver yet ({self.job.status}: {self.job.message})")
-            return
-        try:
-            client = await self.app.dashboard()
-            log = await client.log_file(
-                node_id=self.job.driver_node_id, submission_id=self.job.submission_id, lines=self.LINES
-            )
-        except CockpitError as exc:
-            text.update(f"cannot fetch the driver log: {exc}")
-            return
-        text.update(log or "(empty)")
-        self.query_one(VerticalScroll).scroll_end(animate=False)
+    async def _row_selected(self) -> None:
+        await self.action_driver_log()

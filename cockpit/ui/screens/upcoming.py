@@ -36,12 +36,6 @@ class ActorsScreen(UpcomingScreen):
     FEATURE = "Ray actors: filter, sort, role, node, GPU, state, restarts."
 
 
-class LogsScreen(UpcomingScreen):
-    TITLE = "5 Logs"
-    FEATURE = "Live driver, actor and worker logs with search, filters and error highlighting."
-    ISSUE = 6
-
-
 class DebuggerScreen(UpcomingScreen):
     TITLE = "6 Debugger"
     FEATURE = "Attach to workers paused in the post-mortem debugger (debugpy), in the terminal."

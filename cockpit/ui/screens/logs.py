@@ -1,0 +1,325 @@
+"""Provides the Logs screen (key 5): live driver, actor and node logs, merged, searchable, filterable.
+
+Each source is one `LogTail` (one dashboard stream) fed into the Line-API `LogView`. Streams are open
+only while the screen is shown (they count against the dashboard's limit of concurrent requests) and
+continue where they stopped when it is shown again. At most `MAX_STREAMS` sources at once.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+from rich.markup import escape
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import Input, Static
+from textual.worker import Worker
+
+from cockpit.core.errors import CockpitError
+from cockpit.core.log_sources import LogSource, LogTail
+from cockpit.core.snapshots import JobRow
+from cockpit.ui.screens.base import CockpitScreen
+from cockpit.ui.screens.picker import PickScreen
+from cockpit.ui.widgets.log_view import LogView
+
+MAX_STREAMS = 4
+"""Open log streams at once: each holds one of the dashboard's 100 concurrent state requests."""
+START_LINES = 1000
+
+
+class LogsScreen(CockpitScreen):
+    TITLE = "5 Logs"
+    # In the hint line and in `?` help; the footer keeps navigation, `?` and `q` visible at 80 columns.
+    BINDINGS = [
+        Binding("slash", "ask('search')", "Search", key_display="/", id="logs.search", show=False),
+        Binding(
+            "ampersand", "ask('filter')", "Filter (regex)", key_display="&", id="logs.filter", show=False
+        ),
+        Binding("j", "pick_job", "Job's driver log", id="logs.job", show=False),
+        Binding("o", "add_actor", "Add an actor's log", id="logs.actor", show=False),
+        Binding("b", "browse_node", "Browse a node's files", id="logs.node", show=False),
+        Binding("x", "only_driver", "Back to the driver log alone", id="logs.reset", show=False),
+        Binding("s", "save", "Save to a file", id="logs.save", show=False),
+        Binding("escape", "close_input", "Close the prompt", id="logs.close", show=False),
+    ]
+    DEFAULT_CSS = """
+    LogsScreen #log-sources { height: 1; background: $boost; padding: 0 1; }
+    LogsScreen #log-banner { height: 1; background: $error 30%; padding: 0 1; display: none; }
+    LogsScreen #log-banner.shown { display: block; }
+    LogsScreen LogView { height: 1fr; }
+    LogsScreen #log-input { display: none; }
+    LogsScreen #log-input.shown { display: block; }
+    LogsScreen #log-hint { height: 1; color: $text-muted; padding: 0 1; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.job: JobRow | None = None
+        self.sources: list[LogSource] = []
+        self.tails: dict[LogSource, LogTail] = {}
+        self.streams: dict[LogSource, Worker[None]] = {}
+        """The running stream of each source: never two for one source (its lines would repeat)."""
+        self.event = ""
+        self.input_mode = "search"
+
+    def compose_body(self) -> ComposeResult:
+        yield Static("", id="log-sources", markup=False)
+        yield Static("", id="log-banner")
+        yield LogView(id="log-view")
+        yield Input(id="log-input", compact=True)
+        yield Static(
+            "[b]/[/b] search [b]n N[/b] next/prev · [b]&[/b] filter · [b]e E[/b] errors · [b]f[/b] follow · "
+            "[b]w[/b] wrap · [b]j[/b] job · [b]o[/b] +actor · [b]b[/b] node files · [b]x[/b] driver only · "
+            "[b]s[/b] save",
+            id="log-hint",
+        )
+
+    @property
+    def view(self) -> LogView:
+        return self.query_one(LogView)
+
+    # -- which sources -------------------------------------------------------------------------
+
+    def refresh_view(self) -> None:
+        requested = self.cockpit.requested_log_job
+        if requested is not None and (self.job is None or requested.key != self.job.key):
+            self.cockpit.requested_log_job = None
+            self.show_job(requested)
+        elif self.job is None:
+            job = self._default_job()
+            if job is not None:
+                self.show_job(job)
+        self._describe()
+
+    def _default_job(self) -> JobRow | None:
+        snapshot = self.cockpit.snapshot
+        if snapshot is None or not snapshot.jobs:
+            return None
+        running = [j for j in snapshot.jobs if not j.terminal and j.driver_node_id]
+        with_driver = [j for j in snapshot.jobs if j.driver_node_id]
+        candidates = running or with_driver
+        return candidates[0] if candidates else None
+
+    def show_job(self, job: JobRow) -> None:
+        """Follow `job`'s driver log alone, from its last lines."""
+        self.job = job
+        if not job.driver_node_id:
+            self.notify(f"{job.key} has no driver log yet ({job.status})", severity="warning")
+            return
+        self._set_sources([LogSource.driver(job)])
+
+    def _set_sources(self, sources: list[LogSource]) -> None:
+        self._stop_streams()
+        self.tails = {s: t for s, t in self.tails.items() if s in sources}
+        if [s for s in sources if s not in self.tails] or len(sources) < len(self.sources):
+            self.view.clear()
+            self.tails = {}
+        self.sources = sources
+        self._start_streams()
+        self._describe()
+
+    def _add_source(self, source: LogSource) -> None:
+        if source in self.sources:
+            return
+        if len(self.sources) >= MAX_STREAMS:
+            self.notify(
+                f"at most {MAX_STREAMS} logs at once (each holds a dashboard stream): x resets",
+                severity="warning",
+            )
+            return
+        self.sources = [*self.sources, source]
+        self._follow(source)
+        self._describe()
+
+    def _describe(self) -> None:
+        if not self.sources:
+            text = "no log yet: pick a job with j (no job has a driver log)"
+        else:
+            labels = " + ".join(s.label for s in self.sources)
+            job = f"{self.job.key} · " if self.job else ""
+            dropped = f" · {self.view.dropped} older lines dropped" if self.view.dropped else ""
+            text = f"{job}{labels}{dropped}" + (f" · {self.event}" if self.event else "")
+        self.query_one("#log-sources", Static).update(text)
+
+    # -- streams -------------------------------------------------------------------------------
+
+    def on_screen_resume(self) -> None:
+        super().on_screen_resume()
+        self._start_streams()
+        self.view.focus()
+
+    def on_screen_suspend(self) -> None:
+        self._stop_streams()
+
+    def _start_streams(self) -> None:
+        if self.is_current:
+            for source in self.sources:
+                self._follow(source)
+
+    def _stop_streams(self) -> None:
+        for worker in self.streams.values():
+            worker.cancel()
+        self.streams.clear()
+
+    def _follow(self, source: LogSource) -> None:
+        running = self.streams.get(source)
+        if running is not None and not running.is_finished:
+            return
+        self.streams[source] = self.run_worker(
+            self._stream(source),
+            group="log-streams",
+            exit_on_error=False,
+            description=f"Following {source.label}",
+        )
+
+    async def _stream(self, source: LogSource) -> None:
+        try:
+            client = await self.cockpit.dashboard()
+        except CockpitError as exc:
+            self._on_event(f"{source.label}: {exc}")
+            return
+        tail = self.tails.get(source)
+        if tail is None:
+            tail = self.tails[source] = LogTail(client, source, lines=START_LINES, on_event=self._on_event)
+        tail.client = client  # a reconnect may have opened a new connection
+        try:
+            async for chunk in tail.chunks():
+                self.view.append(source.label, chunk)
+        except CockpitError as exc:
+            self._on_event(f"{source.label}: {exc}")
+
+    def _on_event(self, message: str) -> None:
+        self.event = message
+        self._describe()
+
+    @on(LogView.FirstError)
+    def _first_error(self, message: LogView.FirstError) -> None:
+        banner = self.query_one("#log-banner", Static)
+        banner.update(
+            f"[b]⚠ first exception[/b] at line {message.line.number + 1}: {escape(message.line.plain[:100])}"
+            " · press [b]e[/b] to jump to it"
+        )
+        banner.add_class("shown")
+
+    # -- keys ----------------------------------------------------------------------------------
+
+    def action_ask(self, mode: str) -> None:
+        self.input_mode = mode
+        prompt = self.query_one("#log-input", Input)
+        prompt.placeholder = (
+            "search text (Enter; n / N for next / previous)"
+            if mode == "search"
+            else ("filter: show only lines matching this regex (empty: show all)")
+        )
+        prompt.value = self.view.search_term if mode == "search" else (self.view.filter_pattern or "")
+        prompt.add_class("shown")
+        prompt.focus()
+
+    def action_close_input(self) -> None:
+        prompt = self.query_one("#log-input", Input)
+        if prompt.has_class("shown"):
+            prompt.remove_class("shown")
+            self.view.focus()
+
+    @on(Input.Submitted, "#log-input")
+    def _submitted(self, event: Input.Submitted) -> None:
+        text = event.value
+        if self.input_mode == "search":
+            if text and self.view.search(text) is None:
+                self.notify(f"{text!r} is not in the log", severity="warning")
+        else:
+            try:
+                shown = self.view.set_filter(text or None)
+            except re.error as exc:
+                self.notify(f"not a regex: {exc}", severity="error")
+                return
+            if text:
+                self.notify(f"showing {shown} matching lines (& then Enter on an empty line shows all)")
+        self.action_close_input()
+
+    def action_pick_job(self) -> None:
+        snapshot = self.cockpit.snapshot
+        jobs = [j for j in (snapshot.jobs if snapshot else ()) if j.driver_node_id]
+        if not jobs:
+            self.notify("no job has a driver log yet", severity="warning")
+            return
+        items = [(j.key, f"{escape(j.key)}  [dim]{j.status}  {escape(j.entrypoint[-50:])}[/]") for j in jobs]
+
+        def chosen(key: str | None) -> None:
+            job = next((j for j in jobs if j.key == key), None)
+            if job is not None:
+                self.show_job(job)
+
+        self.app.push_screen(PickScreen("Driver log of which job?", items), chosen)
+
+    @work(exclusive=True, group="log-pickers", exit_on_error=False, description="Listing actors")
+    async def action_add_actor(self) -> None:
+        try:
+            client = await self.cockpit.dashboard()
+            filters = [("state", "=", "ALIVE")]
+            if self.job is not None and self.job.job_id:
+                filters.append(("job_id", "=", self.job.job_id))
+            actors = (await client.actors(filters=filters, limit=1000)).rows
+        except CockpitError as exc:
+            self.notify(f"cannot list actors: {exc}", severity="error")
+            return
+        actors = tuple(a for a in actors if a.class_name != "JobSupervisor")
+        if not actors:
+            self.notify("no live actor in this job", severity="warning")
+            return
+        items = []
+        for actor in sorted(actors, key=lambda a: (a.class_name, a.name)):
+            name = actor.name or actor.actor_id[:8]
+            items.append((f"{actor.actor_id}:out", f"{escape(name)}  [dim]{actor.class_name} stdout[/]"))
+            items.append((f"{actor.actor_id}:err", f"{escape(name)}  [dim]{actor.class_name} stderr[/]"))
+        choice = await self.app.push_screen_wait(PickScreen("Add which actor's log?", items))
+        if choice:
+            actor_id, suffix = choice.split(":")
+            actor = next(a for a in actors if a.actor_id == actor_id)
+            self._add_source(LogSource.actor(actor, suffix))
+
+    @work(exclusive=True, group="log-pickers", exit_on_error=False, description="Listing log files")
+    async def action_browse_node(self) -> None:
+        try:
+            client = await self.cockpit.dashboard()
+            nodes = [n for n in (await client.node_table()).rows if n.alive]
+        except CockpitError as exc:
+            self.notify(f"cannot list nodes: {exc}", severity="error")
+            return
+        node_items = [
+            (
+                n.node_id,
+                f"{n.node_id[:8]}{' (head)' if n.is_head else ''}  [dim]{escape(n.hostname)} {n.ip}[/]",
+            )
+            for n in nodes
+        ]
+        node_id = await self.app.push_screen_wait(PickScreen("Which node?", node_items))
+        if not node_id:
+            return
+        try:
+            index = await client.log_index(node_id)
+        except CockpitError as exc:
+            self.notify(f"cannot list the node's logs: {exc}", severity="error")
+            return
+        file_items = [
+            (name, f"{escape(name)}  [dim]{kind}[/]")
+            for kind, names in sorted(index.files.items())
+            for name in names
+            if not name.endswith("/")
+        ]
+        filename = await self.app.push_screen_wait(PickScreen(f"Which file of {node_id[:8]}?", file_items))
+        if filename:
+            self._add_source(LogSource.file(node_id, filename))
+
+    def action_only_driver(self) -> None:
+        if self.job is not None:
+            self.show_job(self.job)
+
+    def action_save(self) -> None:
+        label = "-".join(re.sub(r"[^\w.-]+", "_", s.label) for s in self.sources) or "log"
+        path = Path.cwd() / f"cockpit-{label[:80]}-{time.strftime('%Y%m%d-%H%M%S')}.log"
+        count = self.view.save(path)
+        self.notify(f"saved {count} lines to {path}")
