@@ -23,6 +23,7 @@ from typing import Any
 
 import cluster_status
 import idle_cpu
+import log_ingest
 import startup
 import tunnel
 from common import REPO, Row, load_average, machine, pids_naming, tree
@@ -30,7 +31,7 @@ from common import REPO, Row, load_average, machine, pids_naming, tree
 from cockpit.core import local_cluster
 
 NODES, GPUS_PER_NODE = 3, 2
-BENCHES = ("startup", "cluster_status", "tunnel", "idle_cpu")
+BENCHES = ("startup", "cluster_status", "tunnel", "idle_cpu", "log_ingest")
 CLUSTER_BENCHES = {"cluster_status", "tunnel", "idle_cpu"}
 """Those that run on the local cluster; the tunnel benchmark alone needs only 1 node."""
 RESULTS = REPO / "bench" / "results"
@@ -102,6 +103,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "startup" in args.only:
         _say("startup ...")
         results["startup"], new = startup.run(args.quick)
+        rows += new
+    if "log_ingest" in args.only:  # needs no cluster
+        _say("log_ingest ...")
+        results["log_ingest"], new = log_ingest.run(args.quick)
         rows += new
     if CLUSTER_BENCHES & set(args.only):
         _with_cluster(args.only, args.quick, results, rows)
