@@ -372,8 +372,24 @@ def add_node(
     return node
 
 
+def _children() -> dict[int, list[int]]:
+    """Parent pid -> child pids, for every process."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    parent = int(fh.read().rsplit(") ", 1)[-1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(parent, []).append(int(entry))
+    return children
+
+
 def _marked_pids(cluster_id: str, node_index: int | None = None) -> list[int]:
-    """Live processes whose environment carries this cluster's id (and node index, if given).
+    """Live processes whose environment carries this cluster's id (and node index, if given), and
+    their descendants: Ray's Python agents write their process titles over their environment, so
+    they are found as children of the (marked) raylet instead.
 
     Only our own processes' environments are readable, which is exactly the set we may stop.
     """
@@ -391,7 +407,15 @@ def _marked_pids(cluster_id: str, node_index: int | None = None) -> list[int]:
             continue
         if all(needle in variables for needle in needles) and _running(int(entry)):
             pids.append(int(entry))
-    return sorted(pids)
+    children = _children()
+    found = set(pids)
+    pending = list(pids)
+    while pending:
+        for child in children.get(pending.pop(), ()):
+            if child not in found and child != os.getpid() and _running(child):
+                found.add(child)
+                pending.append(child)
+    return sorted(found)
 
 
 def cluster_pids(cluster: LocalCluster) -> list[int]:

@@ -85,3 +85,17 @@ def processes_named(*names: str) -> list[str]:
             if name in names and stat.rsplit(") ", 1)[-1][:1] != "Z":
                 out.append(f"{entry} {name}")
     return out
+
+
+def process_names(pids: list[int]) -> dict[int, str]:
+    """The name of each pid that is still running (not a zombie)."""
+    names = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        if stat.rsplit(") ", 1)[-1][:1] != "Z":
+            names[pid] = stat[stat.index("(") + 1 : stat.rindex(")")]
+    return names
