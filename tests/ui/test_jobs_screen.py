@@ -84,7 +84,7 @@ async def test_launch_from_the_tui_runs_to_success_then_delete(ray_cluster: Clus
         await pilot.press("4")
 
         select(app, job_id)
-        await pilot.press("e")  # resubmit with edits: the launcher comes back with profile and overrides
+        await pilot.press("r")  # resubmit with edits: the launcher comes back with profile and overrides
         await until(pilot, lambda: isinstance(app.screen, LaunchScreen))
         assert app.screen.query_one("#overrides", Input).value == "steps=4 step_seconds=0.2"
         assert app.screen.selected().name == "demo"  # type: ignore[attr-defined]

@@ -87,6 +87,17 @@ async def test_driver_and_actor_logs_merged_searched_filtered(
         assert rows_now > 0 and all("policy update" in line.plain for line in view.rows.lines())
         await until(pilot, lambda: view.rows.count > rows_now, timeout=30)
 
+        # One actor's log alone (its own pane): only its lines, from its own worker file.
+        await pilot.press("ampersand", "enter")  # an empty filter shows everything again
+        await pilot.press("O")
+        await until(pilot, lambda: isinstance(app.screen, PickScreen), timeout=30)
+        app.screen.query_one(Input).value = "Critic stdout"
+        await pilot.pause()
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, LogsScreen))
+        await until(pilot, lambda: lines_with(view, "critic step=", "Critic"), timeout=60)
+        assert set(view.buffer.sources) == {"Critic"}
+
 
 async def test_first_exception_banner_and_jump(ray_cluster: ClusterHandle, tmp_path: Path) -> None:
     script = tmp_path / "crash.py"

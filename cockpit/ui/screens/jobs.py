@@ -60,7 +60,7 @@ class JobsScreen(CockpitScreen):
         Binding("n", "launch", "New job", id="jobs.new", show=False),
         Binding("s", "stop", "Stop", id="jobs.stop", show=False),
         Binding("d", "delete", "Delete", id="jobs.delete", show=False),
-        Binding("e", "resubmit", "Resubmit", id="jobs.resubmit", show=False),
+        Binding("r,e", "resubmit", "Resubmit with edits", id="jobs.resubmit", show=False),
         Binding("enter", "driver_log", "Driver log", id="jobs.log", show=False),
     ]
 
@@ -98,7 +98,7 @@ class JobsScreen(CockpitScreen):
         hint.update(
             "no jobs yet: press [b]n[/b] to launch one from a profile"
             if not keys
-            else "[b]n[/b] new · [b]s[/b] stop · [b]d[/b] delete · [b]e[/b] resubmit with edits · "
+            else "[b]n[/b] new · [b]s[/b] stop · [b]d[/b] delete · [b]r[/b] resubmit with edits · "
             "[b]Enter[/b] driver log"
         )
 

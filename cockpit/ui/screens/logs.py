@@ -40,6 +40,7 @@ class LogsScreen(CockpitScreen):
         ),
         Binding("j", "pick_job", "Job's driver log", id="logs.job", show=False),
         Binding("o", "add_actor", "Add an actor's log", id="logs.actor", show=False),
+        Binding("O,shift+o", "add_actor(True)", "An actor's log alone", id="logs.actor_alone", show=False),
         Binding("b", "browse_node", "Browse a node's files", id="logs.node", show=False),
         Binding("x", "only_driver", "Back to the driver log alone", id="logs.reset", show=False),
         Binding("s", "save", "Save to a file", id="logs.save", show=False),
@@ -72,7 +73,8 @@ class LogsScreen(CockpitScreen):
         yield Input(id="log-input", compact=True)
         yield Static(
             "[b]/[/b] search [b]n N[/b] next/prev · [b]&[/b] filter · [b]e E[/b] errors · [b]f[/b] follow · "
-            "[b]w[/b] wrap · [b]j[/b] job · [b]o[/b] +actor · [b]b[/b] node files · [b]x[/b] driver only · "
+            "[b]w[/b] wrap · [b]j[/b] job · [b]o[/b]/[b]O[/b] +actor/actor alone · [b]b[/b] node files · "
+            "[b]x[/b] driver only · "
             "[b]s[/b] save",
             id="log-hint",
         )
@@ -256,7 +258,7 @@ class LogsScreen(CockpitScreen):
         self.app.push_screen(PickScreen("Driver log of which job?", items), chosen)
 
     @work(exclusive=True, group="log-pickers", exit_on_error=False, description="Listing actors")
-    async def action_add_actor(self) -> None:
+    async def action_add_actor(self, alone: bool = False) -> None:
         try:
             client = await self.cockpit.dashboard()
             filters = [("state", "=", "ALIVE")]
@@ -275,11 +277,15 @@ class LogsScreen(CockpitScreen):
             name = actor.name or actor.actor_id[:8]
             items.append((f"{actor.actor_id}:out", f"{escape(name)}  [dim]{actor.class_name} stdout[/]"))
             items.append((f"{actor.actor_id}:err", f"{escape(name)}  [dim]{actor.class_name} stderr[/]"))
-        choice = await self.app.push_screen_wait(PickScreen("Add which actor's log?", items))
+        title = "Which actor's log, alone?" if alone else "Add which actor's log?"
+        choice = await self.app.push_screen_wait(PickScreen(title, items))
         if choice:
             actor_id, suffix = choice.split(":")
             actor = next(a for a in actors if a.actor_id == actor_id)
-            self._add_source(LogSource.actor(actor, suffix))
+            if alone:
+                self._set_sources([LogSource.actor(actor, suffix)])
+            else:
+                self._add_source(LogSource.actor(actor, suffix))
 
     @work(exclusive=True, group="log-pickers", exit_on_error=False, description="Listing log files")
     async def action_browse_node(self) -> None:
