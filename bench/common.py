@@ -6,9 +6,11 @@ run, interleaved with the candidate, and reports ratios. Nothing here asserts a 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -100,17 +102,79 @@ def cpu_clock_seconds(pid: int) -> float:
     return time.clock_gettime(clock.value)
 
 
+def _refers_to(pid: str, needle: bytes) -> bool:
+    """True when the process's command line, environment, working directory or an open file names NEEDLE.
+
+    Ray's daemons rewrite their process title (`ray::DashboardAgent`) over the memory that held their
+    command line and the start of their environment, so the command line alone misses them; the log
+    files they keep open (`/proc/PID/fd`, also after the directory was deleted) do not.
+    """
+    for name in ("cmdline", "environ"):
+        try:
+            with open(f"/proc/{pid}/{name}", "rb") as fh:
+                if needle in fh.read():
+                    return True
+        except OSError:
+            continue
+    links = [f"/proc/{pid}/cwd"]
+    with contextlib.suppress(OSError):
+        links += [f"/proc/{pid}/fd/{fd}" for fd in os.listdir(f"/proc/{pid}/fd")]
+    for link in links:
+        try:
+            if needle in os.readlink(link).encode():
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def pids_naming(text: str) -> list[int]:
-    """Live processes other than this one whose command line contains TEXT (e.g. a private temp dir)."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid():
+    """Live processes other than this one that name TEXT (e.g. a private temp dir): on their command
+    line, in their environment, as their working directory or in the path of a file they hold open."""
+    me = os.getpid()
+    return sorted(
+        int(entry)
+        for entry in os.listdir("/proc")
+        if entry.isdigit() and int(entry) != me and _running(int(entry)) and _refers_to(entry, text.encode())
+    )
+
+
+def _running(pid: int) -> bool:
+    """True while the process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(") ", 1)[-1][:1] != "Z"
+    except OSError:
+        return False
+
+
+def describe(pids: list[int]) -> list[str]:
+    """`PID name` for each process still there (for the JSON)."""
+    out = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                command = fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        out.append(f"{pid} {command[:120]}")
+    return out
+
+
+def end_processes(pids: list[int], grace: float = 5.0) -> list[int]:
+    """SIGTERM these processes (found by `pids_naming` on the benchmark's own private directory), SIGKILL
+    what is left after GRACE s; return those still running after that."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
             try:
-                with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                    if text.encode() in fh.read():
-                        pids.append(int(entry))
+                os.kill(pid, sig)
             except OSError:
                 continue
+        deadline = time.monotonic() + grace
+        while (pids := [p for p in pids if _running(p)]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if not pids:
+            break
     return pids
 
 

@@ -3,8 +3,9 @@
 Runs the start-up benchmark first (it needs no cluster), then starts ONE real local Ray cluster
 (3 nodes x 2 logical GPUs, remembered in a private temp directory; 1 node when the SSH-tunnel benchmark
 is the only one that needs it) for the cluster-status, SSH-tunnel and idle-CPU benchmarks, and stops it
-in a `finally`, also on Ctrl-C or SIGTERM. Prints a table and writes every sample to
-bench/results/YYYYmmdd-HHMMSS.json. Times are only compared within one run (ratios).
+in a `finally`, also on Ctrl-C or SIGTERM; any process of that cluster that `down` missed (found by the
+files it holds under the cluster's private directory) is recorded and ended by pid. Prints a table and
+writes every sample to bench/results/YYYYmmdd-HHMMSS.json. Times are only compared within one run.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import idle_cpu
 import log_ingest
 import startup
 import tunnel
-from common import REPO, Row, load_average, machine, pids_naming, tree
+from common import REPO, Row, describe, end_processes, load_average, machine, pids_naming, tree
 
 from cockpit.core import local_cluster
 
@@ -72,9 +73,15 @@ def _with_cluster(selected: Sequence[str], quick: bool, results: dict[str, Any],
         _say("stopping the local cluster")
         local_cluster.down(directory=state_dir)
         left = pids_naming(root) if root else []
-        results.setdefault("cluster", {})["processes_left_after_down"] = left
+        record = results.setdefault("cluster", {})
+        record["processes_left_after_down"] = describe(left)
         if left:
-            _say(f"WARNING: processes of this cluster still run: {left}")
+            # Ours beyond doubt: they hold files under this run's private cluster directory.
+            _say(f"WARNING: local_cluster.down left processes of this cluster: {describe(left)}; ending them")
+            still = end_processes(left)
+            record["processes_left_after_runner_cleanup"] = describe(still)
+            if still:
+                _say(f"WARNING: still running after SIGKILL: {describe(still)}")
         shutil.rmtree(state_dir, ignore_errors=True)
 
 

@@ -89,7 +89,7 @@ class Series:
 SERIES = {
     "version": Series("GET /api/version", 200, 50, 10),
     "nodes": Series("nodes() back to back (2 concurrent GETs)", 50, 20, 5),
-    "poll": Series("nodes() 1 s apart, the TUI's cadence", 15, 5, 1, gap_s=1 / 3),
+    "poll": Series("nodes() after 1 s idle, as a poll", 15, 5, 1, gap_s=1 / 3),
     "log": Series("400 KB log_file()", 15, 5, 1),
     "static": Series("static main.js", 15, 5, 1),
 }
