@@ -4,24 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from tests.harness.cluster import ClusterHandle
+from tests.harness.run import run_cockpit as cockpit
 
 pytestmark = pytest.mark.cluster
-
-
-def cockpit(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cockpit.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=dict(os.environ),
-    )
 
 
 def test_status_json_reports_alive_nodes_and_gpus(ray_cluster: ClusterHandle) -> None:

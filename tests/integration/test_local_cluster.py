@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,14 +12,13 @@ import pytest
 from cockpit.core import local_cluster
 from cockpit.core.errors import LocalClusterError
 from tests.harness.cluster import cluster_processes, process_names, processes_named
+from tests.harness.run import run_cockpit
 
 pytestmark = pytest.mark.cluster
 
 
 def cockpit(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cockpit.cli", *args], capture_output=True, text=True, env=env, timeout=180
-    )
+    return run_cockpit(*args, env=env, timeout=180)
 
 
 def test_up_status_down_leaves_no_ray_process(tmp_path: Path, ray_cluster: object) -> None:

@@ -19,6 +19,7 @@ from cockpit.core.connection import ConnectOptions, open_connection
 from cockpit.core.ray_api import DashboardUnreachable
 from cockpit.core.targets import parse_target
 from tests.harness.cluster import ClusterHandle
+from tests.harness.run import run_cockpit
 from tests.harness.sshd import SshServer, listening_addresses, start_sshd
 
 pytestmark = [pytest.mark.ssh, pytest.mark.cluster]
@@ -59,14 +60,7 @@ def ssh_config(tmp_path_factory: pytest.TempPathFactory, head: SshServer, jump: 
 def cockpit(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
     # Over SSH the cockpit cannot know the tunnelled cluster is the local one: give it the token.
     token_file = Path(os.environ["COCKPIT_STATE_DIR"]) / "token"
-    return subprocess.run(
-        [sys.executable, "-m", "cockpit.cli", *args, "--token-file", str(token_file)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=dict(os.environ),
-        stdin=subprocess.DEVNULL,
-    )
+    return run_cockpit(*args, "--token-file", str(token_file), timeout=timeout)
 
 
 def node_ids(output: str) -> set[str]:

@@ -12,6 +12,7 @@ import pytest
 
 from cockpit.core.jobs import submit_request
 from tests.harness.cluster import ClusterHandle
+from tests.harness.run import run_cockpit
 
 pytestmark = pytest.mark.cluster
 
@@ -19,14 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def cockpit(*args: str, timeout: float = 240, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cockpit.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **env},
-        stdin=subprocess.DEVNULL,
-    )
+    return run_cockpit(*args, timeout=timeout, env={**os.environ, **env})
 
 
 def test_failing_job_makes_follow_exit_nonzero_with_its_message(

@@ -6,7 +6,6 @@ import json
 import os
 import secrets
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 
 from cockpit.core import local_cluster
 from cockpit.core.local_cluster import LocalCluster
+from tests.harness.run import run_cockpit
 from tests.harness.sshd import start_sshd
 
 pytestmark = pytest.mark.cluster
@@ -36,14 +36,7 @@ def token_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lo
 def cockpit(*args: str, home: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_TOKEN"}
     # A private HOME: no ~/.ray/auth_token of the person running the tests is picked up.
-    return subprocess.run(
-        [sys.executable, "-m", "cockpit.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**clean, "HOME": str(home), **(env or {})},
-        stdin=subprocess.DEVNULL,
-    )
+    return run_cockpit(*args, timeout=60, env={**clean, "HOME": str(home), **(env or {})})
 
 
 def test_token_file_works_and_missing_token_is_one_sentence(

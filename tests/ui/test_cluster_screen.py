@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import signal
-import time
-from collections.abc import Callable
 
 import pytest
-from textual.pilot import Pilot
 
 from cockpit.core import local_cluster
 from cockpit.core.targets import parse_target
@@ -20,16 +17,9 @@ from cockpit.ui.widgets.join_progress import JoinPanel
 from cockpit.ui.widgets.node_table import NodeTable
 from cockpit.ui.widgets.status_bar import StatusBar
 from tests.harness.cluster import ClusterHandle
+from tests.harness.run import until
 
 pytestmark = pytest.mark.cluster
-
-
-async def until(pilot: Pilot[int], condition: Callable[[], object], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout:.0f} s")
-        await pilot.pause(0.25)
 
 
 def cell(table: NodeTable, node_id: str, column: str) -> str:

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 import pytest
-from textual.pilot import Pilot
 from textual.widgets import DataTable, Input
 
 from cockpit.core.targets import parse_target
@@ -17,16 +13,9 @@ from cockpit.ui.screens.launcher import LaunchScreen, fuzzy_score
 from cockpit.ui.screens.logs import LogsScreen
 from cockpit.ui.widgets.log_view import LogView
 from tests.harness.cluster import ClusterHandle
+from tests.harness.run import until
 
 pytestmark = pytest.mark.cluster
-
-
-async def until(pilot: Pilot[int], condition: Callable[[], object], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout:.0f} s")
-        await pilot.pause(0.25)
 
 
 def status_of(app: CockpitApp, job_id: str) -> str:

@@ -4,8 +4,6 @@ searched and filtered, and the first exception of a failing job found for the us
 from __future__ import annotations
 
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,16 +16,9 @@ from cockpit.ui.screens.logs import LogsScreen
 from cockpit.ui.screens.picker import PickScreen
 from cockpit.ui.widgets.log_view import LogView
 from tests.harness.cluster import ClusterHandle
+from tests.harness.run import until
 
 pytestmark = pytest.mark.cluster
-
-
-async def until(pilot: Pilot[int], condition: Callable[[], object], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout:.0f} s")
-        await pilot.pause(0.25)
 
 
 def lines_with(view: LogView, text: str, source: str | None = None) -> list[str]:

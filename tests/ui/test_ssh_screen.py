@@ -8,11 +8,9 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from textual.pilot import Pilot
 
 from cockpit.core.connection import ConnectOptions
 from cockpit.core.targets import parse_target
@@ -22,18 +20,11 @@ from cockpit.ui.screens.prompts import HostKeyScreen, PassphraseScreen
 from cockpit.ui.widgets.node_table import NodeTable
 from cockpit.ui.widgets.status_bar import StatusBar
 from tests.harness.cluster import ClusterHandle
+from tests.harness.run import until
 from tests.harness.sshd import listening_addresses, start_sshd
 from tests.harness.terminal import Terminal
 
 pytestmark = [pytest.mark.ssh, pytest.mark.cluster]
-
-
-async def until(pilot: Pilot[int], condition: Callable[[], object], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout:.0f} s")
-        await pilot.pause(0.2)
 
 
 def header(app: CockpitApp) -> str:

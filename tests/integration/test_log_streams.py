@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,6 +12,7 @@ from cockpit.core.connection import ConnectOptions, open_connection
 from cockpit.core.log_sources import LogSource, LogTail
 from cockpit.core.targets import parse_target
 from tests.harness.cluster import ClusterHandle
+from tests.harness.run import run_cockpit as cockpit
 from tests.harness.sshd import start_sshd
 
 pytestmark = pytest.mark.cluster
@@ -22,17 +21,6 @@ COUNTER = (
     "import time\nfor i in range({n}):\n"
     "    print(f'line {{i:05d}} ' + 'x' * 60, flush=True)\n    time.sleep({pause})\n"
 )
-
-
-def cockpit(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cockpit.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=dict(os.environ),
-        stdin=subprocess.DEVNULL,
-    )
 
 
 async def submit_counter(ray_cluster: ClusterHandle, tmp_path: Path, name: str, n: int, pause: float) -> str:
