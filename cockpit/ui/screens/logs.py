@@ -7,6 +7,7 @@ continue where they stopped when it is shown again. At most `MAX_STREAMS` source
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from pathlib import Path
@@ -170,8 +171,9 @@ class LogsScreen(CockpitScreen):
         running = self.streams.get(source)
         if running is not None and not running.is_finished:
             return
+        # A callable, not a coroutine: a worker cancelled before it starts leaves nothing un-awaited.
         self.streams[source] = self.run_worker(
-            self._stream(source),
+            functools.partial(self._stream, source),
             group="log-streams",
             exit_on_error=False,
             description=f"Following {source.label}",
