@@ -249,6 +249,8 @@ def up(
     say = progress or (lambda _msg: None)
     if nodes < 1:
         raise LocalClusterError("--nodes must be at least 1.")
+    if gpus_per_node < 0 or cpus_per_node < 1:
+        raise LocalClusterError("--gpus-per-node must be 0 or more and --cpus-per-node 1 or more.")
     existing = load(directory)
     if existing is not None and is_running(existing):
         raise LocalClusterError(
@@ -301,7 +303,8 @@ def up(
             _wait_started(proc, node, max(5.0, started + timeout - time.monotonic()))
         _wait_for_nodes(cluster, nodes, token, started + timeout, say)
     except BaseException:
-        down(directory=directory)
+        # Keep the logs: the error names the one to read.
+        down(directory=directory, keep_logs=True)
         raise
     say(f"{nodes} node(s) up in {time.monotonic() - started:.1f} s")
     return cluster

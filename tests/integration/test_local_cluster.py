@@ -73,3 +73,10 @@ def test_status_without_cluster_is_one_line(tmp_path: Path) -> None:
 def test_kill_node_requires_a_cluster(tmp_path: Path) -> None:
     with pytest.raises(LocalClusterError, match="no local cluster"):
         local_cluster.kill_node(1, directory=tmp_path)
+
+
+def test_bad_shape_is_one_sentence(tmp_path: Path) -> None:
+    env = {**os.environ, "COCKPIT_STATE_DIR": str(tmp_path)}
+    result = cockpit("local", "up", "--nodes", "1", "--cpus-per-node", "0", env=env)
+    assert result.returncode == 1
+    assert result.stderr == "cockpit: --gpus-per-node must be 0 or more and --cpus-per-node 1 or more.\n"
