@@ -119,6 +119,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--lines", "-n", type=int, default=1000, metavar="N", help="start with the last N lines")
 
+    p = sub.add_parser("gpu-agent", help="print one JSON line per sample of this machine's GPUs")
+    p.add_argument(
+        "--interval", type=float, default=1.0, metavar="S", help="seconds between samples (default 1)"
+    )
+    p.add_argument("--count", type=int, metavar="N", help=argparse.SUPPRESS)
+
     profiles = sub.add_parser("profiles", help="saved job profiles").add_subparsers(
         dest="profiles_command", metavar="ACTION", required=True
     )
@@ -148,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from cockpit import commands
 
-        handler = getattr(commands, f"cmd_{args.command}")
+        handler = getattr(commands, f"cmd_{args.command.replace('-', '_')}")
         return int(handler(args))
     except CockpitError as exc:
         print(f"cockpit: {exc}", file=sys.stderr)

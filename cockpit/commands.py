@@ -443,6 +443,16 @@ async def _find_node(client: Any, wanted: str) -> str:
     return str(matches[0])
 
 
+def cmd_gpu_agent(args: argparse.Namespace) -> int:
+    from cockpit.core.gpu import detect
+    from cockpit.core.gpu.agent import run
+
+    if args.interval <= 0:
+        raise CockpitError("--interval must be more than 0 seconds.")
+    run(detect(), sys.stdout, interval=args.interval, count=args.count)
+    return EXIT_OK
+
+
 # -- profiles ------------------------------------------------------------------------------------
 
 
