@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 
 class Terminal:
@@ -36,6 +38,9 @@ class Terminal:
 
     def close(self) -> None:
         subprocess.run([*self.base, "kill-server"], check=False, capture_output=True)
+        # kill-server leaves the server's socket file behind.
+        socket_dir = Path(os.environ.get("TMUX_TMPDIR", "/tmp")) / f"tmux-{os.getuid()}"
+        (socket_dir / self.name).unlink(missing_ok=True)
 
     def foreground_pids(self) -> list[int]:
         """Pids of the processes started by the pane's shell (the program being driven)."""
