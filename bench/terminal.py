@@ -1,7 +1,6 @@
-"""Provides a real terminal for the idle benchmark: tmux on its own server socket, 100x30 by default.
+"""Provides the idle benchmark's terminal helpers around the tests' tmux `Terminal`.
 
-Each `Terminal` is its own tmux server (`tmux -L NAME`), so nothing here touches anyone else's tmux;
-`close` kills that server. The app runs as a child of the pane's shell, which prints its exit status.
+The app runs as a child of the pane's shell, which prints its exit status.
 """
 
 from __future__ import annotations
@@ -9,49 +8,18 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
+
+from common import REPO
+
+if str(REPO) not in sys.path:  # the runner starts as `python bench/run.py`
+    sys.path.insert(0, str(REPO))
+
+from tests.harness.terminal import Terminal  # after the sys.path line above
 
 EXIT = re.compile(r"bench-exit=(\d+)")
-
-
-class Terminal:
-    """A tmux session on its own server socket, running one command in its shell."""
-
-    def __init__(self, name: str, width: int = 100, height: int = 30) -> None:
-        self.name = name
-        self.base = ["tmux", "-L", name]
-        self._tmux("new-session", "-d", "-s", name, "-x", str(width), "-y", str(height))
-        self.socket = self._tmux("display-message", "-p", "#{socket_path}").strip()
-
-    def _tmux(self, *args: str) -> str:
-        return subprocess.run([*self.base, *args], capture_output=True, text=True, check=True).stdout
-
-    def type(self, *keys: str) -> None:
-        self._tmux("send-keys", "-t", self.name, *keys)
-
-    def screen(self) -> str:
-        return self._tmux("capture-pane", "-p", "-t", self.name)
-
-    def shell_pid(self) -> int:
-        return int(self._tmux("display-message", "-p", "-t", self.name, "#{pane_pid}").strip())
-
-    def wait_for(self, predicate: Callable[[str], bool], timeout: float) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            text = self.screen()
-            if predicate(text):
-                return text
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{self.name}: screen after {timeout:.0f} s:\n{text}")
-            time.sleep(0.5)
-
-    def close(self) -> None:
-        """Kill this tmux server and remove its socket file (tmux leaves it behind)."""
-        subprocess.run([*self.base, "kill-server"], check=False, capture_output=True)
-        if self.socket:
-            Path(self.socket).unlink(missing_ok=True)
 
 
 def child_pid(shell_pid: int, pattern: str, timeout: float = 30.0) -> int:
