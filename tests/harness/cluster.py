@@ -9,8 +9,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cockpit.core import local_cluster
+from cockpit.core.connection import ConnectOptions
 from cockpit.core.local_cluster import LocalCluster
 from cockpit.core.ray_api import DashboardClient
 
@@ -36,6 +38,15 @@ class ClusterHandle:
 
     def client(self) -> DashboardClient:
         return DashboardClient(self.url, token=local_cluster.cluster_token(self.state_dir))
+
+    def over_ssh(self, ssh_config: Path, **options: Any) -> ConnectOptions:
+        """Options that reach this cluster's dashboard through an sshd on this machine (`head-node`)."""
+        return ConnectOptions(
+            ssh_config=str(ssh_config),
+            dashboard_port=self.cluster.dashboard_port,
+            token_file=str(self.token_file),
+            **options,
+        )
 
 
 @contextmanager

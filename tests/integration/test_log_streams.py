@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.core.connection import ConnectOptions, open_connection
+from cockpit.core.connection import open_connection
 from cockpit.core.log_sources import LogSource, LogTail
 from cockpit.core.targets import parse_target
 from tests.harness.cluster import ClusterHandle
@@ -71,11 +71,7 @@ async def test_stream_cut_mid_way_resumes_without_gap_or_duplicate(
     server = start_sshd(tmp_path / "sshd")
     config = tmp_path / "config"
     config.write_text(server.ssh_config_entry("head-node"))
-    options = ConnectOptions(
-        ssh_config=str(config),
-        dashboard_port=ray_cluster.cluster.dashboard_port,
-        token_file=str(ray_cluster.token_file),
-    )
+    options = ray_cluster.over_ssh(config)
     job_id = await submit_counter(ray_cluster, tmp_path, "count-cut", n=400, pause=0.02)
     events: list[str] = []
     received = bytearray()

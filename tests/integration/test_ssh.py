@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.core.connection import ConnectOptions, open_connection
+from cockpit.core.connection import open_connection
 from cockpit.core.ray_api import DashboardUnreachable
 from cockpit.core.targets import parse_target
 from tests.harness.cluster import ClusterHandle
@@ -139,11 +139,7 @@ async def test_tunnel_is_private_and_survives_a_dropped_connection(
     head_server = start_sshd(tmp_path / "head2")  # its own server: this test kills and restarts it
     config = tmp_path / "config"
     config.write_text(head_server.ssh_config_entry("head-node"))
-    options = ConnectOptions(
-        ssh_config=str(config),
-        dashboard_port=ray_cluster.cluster.dashboard_port,
-        token_file=str(ray_cluster.token_file),
-    )
+    options = ray_cluster.over_ssh(config)
     try:
         async with open_connection(parse_target("head-node"), options) as conn:
             assert conn.link is not None
@@ -187,11 +183,7 @@ async def _until_answers(client: object, timeout: float) -> bool:
 async def test_open_channel_reaches_a_service_behind_the_head(
     ray_cluster: ClusterHandle, ssh_config: Path
 ) -> None:
-    options = ConnectOptions(
-        ssh_config=str(ssh_config),
-        dashboard_port=ray_cluster.cluster.dashboard_port,
-        token_file=str(ray_cluster.token_file),
-    )
+    options = ray_cluster.over_ssh(ssh_config)
     async with open_connection(parse_target("head-node"), options) as conn:
         assert conn.link is not None
         reader, writer = await conn.link.open_channel("127.0.0.1", ray_cluster.cluster.dashboard_port)
@@ -205,12 +197,7 @@ async def test_open_channel_reaches_a_service_behind_the_head(
 
 
 async def test_expose_port_binds_loopback_only(ray_cluster: ClusterHandle, ssh_config: Path) -> None:
-    options = ConnectOptions(
-        ssh_config=str(ssh_config),
-        dashboard_port=ray_cluster.cluster.dashboard_port,
-        expose_port=0,
-        token_file=str(ray_cluster.token_file),
-    )
+    options = ray_cluster.over_ssh(ssh_config, expose_port=0)
     async with open_connection(parse_target("head-node"), options) as conn:
         assert conn.link is not None and conn.link.expose_url
         port = int(conn.link.expose_url.rsplit(":", 1)[1])

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.core.connection import ConnectOptions
 from cockpit.core.targets import parse_target
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.screens.cluster import ClusterScreen
@@ -37,11 +36,7 @@ async def test_unknown_host_key_is_asked_then_trusted(tmp_path: Path, ray_cluste
     known.write_text("")
     config = tmp_path / "config"
     config.write_text(server.ssh_config_entry("head-node").replace(str(server.known_hosts), str(known)))
-    options = ConnectOptions(
-        ssh_config=str(config),
-        dashboard_port=ray_cluster.cluster.dashboard_port,
-        token_file=str(ray_cluster.token_file),
-    )
+    options = ray_cluster.over_ssh(config)
     try:
         app = CockpitApp(parse_target("head-node"), options)
         async with app.run_test(size=(120, 36)) as pilot:
@@ -63,11 +58,7 @@ async def test_dropped_link_keeps_stale_data_and_resumes(tmp_path: Path, ray_clu
     server = start_sshd(tmp_path / "sshd")
     config = tmp_path / "config"
     config.write_text(server.ssh_config_entry("head-node"))
-    options = ConnectOptions(
-        ssh_config=str(config),
-        dashboard_port=ray_cluster.cluster.dashboard_port,
-        token_file=str(ray_cluster.token_file),
-    )
+    options = ray_cluster.over_ssh(config)
     try:
         app = CockpitApp(parse_target("head-node"), options)
         async with app.run_test(size=(120, 36)) as pilot:
@@ -130,11 +121,7 @@ async def test_encrypted_key_asks_for_the_passphrase(tmp_path: Path, ray_cluster
     key = _encrypted_copy(server.client_key, "correct horse")
     config = tmp_path / "config"
     config.write_text(server.ssh_config_entry("head-node").replace(str(server.client_key), str(key)))
-    options = ConnectOptions(
-        ssh_config=str(config),
-        dashboard_port=ray_cluster.cluster.dashboard_port,
-        token_file=str(ray_cluster.token_file),
-    )
+    options = ray_cluster.over_ssh(config)
     try:
         refused = subprocess.run(
             [sys.executable, "-m", "cockpit.cli", "status", "head-node", "--ssh-config", str(config)],
