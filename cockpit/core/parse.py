@@ -158,7 +158,18 @@ def node_from_summary(entry: Mapping[str, Any]) -> NodeSnapshot:
         object_store_total_bytes=store_total,
         gpus=tuple(gpu_sample(g) for g in entry.get("gpus") or () if isinstance(g, Mapping)),
         sample_time=float(entry["now"]) if isinstance(entry.get("now"), (int, float)) else None,
+        python=worker_python(entry.get("cmdline") or ()),
     )
+
+
+def worker_python(raylet_cmdline: Iterable[Any]) -> str:
+    """The Python a node runs Ray workers with, from its raylet's `--python_worker_command=...`."""
+    for arg in raylet_cmdline:
+        if isinstance(arg, str) and arg.startswith("--python_worker_command="):
+            words = arg.split("=", 1)[1].split()
+            if words:
+                return words[0]
+    return ""
 
 
 def node_from_state(row: Mapping[str, Any]) -> NodeSnapshot:
@@ -219,6 +230,7 @@ def merge_nodes(
                 or host.object_store_total_bytes,
                 gpus=host.gpus,
                 sample_time=host.sample_time,
+                python=host.python,
             )
         )
     merged.extend(node for node_id, node in stats.items() if node_id not in seen)

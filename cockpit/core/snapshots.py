@@ -99,6 +99,8 @@ class NodeSnapshot:
     """GPUs the node's reporter saw. Empty for logical-only GPUs (`ray start --num-gpus` without hardware)."""
     sample_time: float | None = None
     """When the host stats were sampled on the node (posix seconds); None before the first report."""
+    python: str = ""
+    """The Python the node runs Ray workers with (from its raylet's command line); "" if unknown."""
 
     @property
     def alive(self) -> bool:

@@ -305,6 +305,8 @@ class SshLink:
         self.status = LinkStatus()
         self._paths = options.config_paths()
         self._conns: list[asyncssh.SSHClientConnection] = []
+        self._node_conns: dict[str, asyncssh.SSHClientConnection] = {}
+        """Connections to other cluster nodes, tunnelled through the head (high-resolution GPU mode)."""
         self._dir = Path(tempfile.mkdtemp(prefix="cockpit-"))
         os.chmod(self._dir, 0o700)
         # Removed by close(); this also covers an exit that skips it (an uncaught error, sys.exit).
@@ -465,6 +467,9 @@ class SshLink:
         for listener in self._listeners:
             listener.close()
         self._listeners = []
+        for node_conn in self._node_conns.values():
+            node_conn.close()
+        self._node_conns = {}
         for conn in reversed(self._conns):
             conn.close()
         self._conns = []
@@ -490,6 +495,20 @@ class SshLink:
             return await self._conns[-1].open_connection(host, port, encoding=None)
         except asyncssh.ChannelOpenError as exc:
             raise SshError(f"the head cannot reach {host}:{port} ({exc.reason}).") from None
+
+    async def start_process(self, command: str, host: str | None = None) -> asyncssh.SSHClientProcess[str]:
+        """Run `command` on the head (`host` None) or on another node, reached through the head with the
+        same user, SSH config and host-key checks as the head itself."""
+        if not self._conns:
+            raise SshError(f"no SSH connection to {self.target.host} right now ({self.status.describe()}).")
+        conn = self._conns[-1]
+        if host is not None:
+            node_conn = self._node_conns.get(host)
+            if node_conn is None:
+                node_conn = await self._connect_hop(Hop(host=host, user=self.target.user), conn)
+                self._node_conns[host] = node_conn
+            conn = node_conn
+        return await conn.create_process(command, encoding="utf-8", errors="replace")
 
     async def close(self) -> None:
         self._closed = True

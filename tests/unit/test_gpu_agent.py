@@ -9,18 +9,9 @@ import sys
 
 import pytest
 
-from cockpit.core.gpu import NoGpuFound, detect
 from cockpit.core.gpu.agent import run
 from cockpit.core.snapshots import NA, GpuProcess, GpuSample
-
-
-def gpu_present() -> bool:
-    try:
-        detect().close()
-    except NoGpuFound:
-        return False
-    return True
-
+from tests.harness.gpus import gpu_present
 
 HAS_GPU = gpu_present()
 

@@ -1,0 +1,236 @@
+"""Provides high-resolution mode's agents: `cockpit gpu-agent` run on the cluster's nodes, read as a stream.
+
+The cockpit is not installed on the nodes, so the agent travels as source: `agent_program()` bundles the
+modules of `cockpit.core.gpu` (and the two they import) into one program that the node's own Python (the
+one Ray runs workers with, from the raylet's command line) reads from stdin. Over SSH it runs on the head
+through the cockpit's connection, and on other nodes through a connection tunnelled through the head,
+with the same host-key checks. For a local cluster it is a subprocess of the cockpit's Python.
+
+An agent that cannot start (no GPU, no NVML, no SSH to a worker node) ends with one line on stderr; the
+caller shows that line and keeps the dashboard's readings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shlex
+import sys
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, Protocol
+
+from cockpit.core.parse import as_int, as_metric, as_str
+from cockpit.core.snapshots import NA, GpuProcess, GpuSample
+
+MODULES = (
+    ("cockpit", None),
+    ("cockpit.core", None),
+    ("cockpit.core.errors", "core/errors.py"),
+    ("cockpit.core.snapshots", "core/snapshots.py"),
+    ("cockpit.core.gpu", "core/gpu/__init__.py"),
+    ("cockpit.core.gpu.nvml", "core/gpu/nvml.py"),
+    ("cockpit.core.gpu.amd", "core/gpu/amd.py"),
+    ("cockpit.core.gpu.agent", "core/gpu/agent.py"),
+)
+"""What the agent needs, in import order; packages without a file are created empty."""
+
+_BOOTSTRAP = """
+import sys, types
+for _name, _source in _MODULES:
+    _module = types.ModuleType(_name)
+    _is_package = _source is None or _name == "cockpit.core.gpu"
+    if _is_package:
+        _module.__path__ = []
+    _module.__package__ = _name if _is_package else _name.rpartition(".")[0]
+    sys.modules[_name] = _module
+    if _source is not None:
+        exec(compile(_source, "<cockpit " + _name + ">", "exec"), _module.__dict__)
+from cockpit.core.gpu import NoGpuFound, detect
+from cockpit.core.gpu.agent import run
+try:
+    _backend = detect()
+except NoGpuFound as _exc:
+    print(_exc, file=sys.stderr)
+    sys.exit(1)
+try:
+    run(_backend, sys.stdout, interval=_INTERVAL)
+except (BrokenPipeError, KeyboardInterrupt):
+    pass
+"""
+
+READ_PROGRAM = 'import sys; exec(compile(sys.stdin.read(), "<cockpit gpu-agent>", "exec"))'
+"""What the node's Python is told to run: the program arrives on stdin (no file written on the node)."""
+
+
+def agent_program(interval: float = 1.0) -> str:
+    """The whole agent as one Python program (about 15 KB)."""
+    package = resources.files("cockpit")
+    modules = []
+    for name, path in MODULES:
+        source = None if path is None else package.joinpath(*path.split("/")).read_text(encoding="utf-8")
+        modules.append((name, source))
+    return f"_MODULES = {modules!r}\n_INTERVAL = {float(interval)!r}\n{_BOOTSTRAP}"
+
+
+@dataclass(frozen=True)
+class AgentReading:
+    time: float
+    vendor: str
+    gpus: tuple[GpuSample, ...]
+
+
+def parse_reading(line: str) -> AgentReading | None:
+    """One JSON line of `cockpit gpu-agent`; None for anything else (a stray print, a partial line)."""
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("gpus"), list):
+        return None
+    gpus = []
+    for entry in doc["gpus"]:
+        if not isinstance(entry, dict):
+            continue
+        power = as_metric(entry.get("power_w"))
+        gpus.append(
+            GpuSample(
+                index=as_int(entry.get("index")),
+                name=as_str(entry.get("name")),
+                uuid=as_str(entry.get("uuid")),
+                utilization=as_metric(entry.get("utilization")),
+                memory_used_mib=as_metric(entry.get("memory_used_mib")),
+                memory_total_mib=as_metric(entry.get("memory_total_mib")),
+                power_w=power,
+                temperature_c=as_metric(entry.get("temperature_c")),
+                processes=tuple(
+                    GpuProcess(
+                        as_int(p.get("pid")), memory_mib=as_metric(p.get("memory_mib")), utilization=NA
+                    )
+                    for p in entry.get("processes") or ()
+                    if isinstance(p, dict) and p.get("pid") is not None
+                ),
+            )
+        )
+    when = doc.get("time")
+    return AgentReading(
+        time=float(when) if isinstance(when, (int, float)) else 0.0,
+        vendor=as_str(doc.get("vendor")),
+        gpus=tuple(gpus),
+    )
+
+
+class AgentFailed(Exception):
+    """The agent on one node stopped or never started; `str()` is the one line to show."""
+
+
+class AgentProcess(Protocol):
+    """A running agent: lines of stdout, then the reason it ended."""
+
+    def lines(self) -> AsyncIterator[str]: ...
+
+    async def stop(self) -> None: ...
+
+
+async def stream_readings(
+    start: Callable[[], Any], on_reading: Callable[[AgentReading], None], label: str
+) -> None:
+    """Start one agent and feed its readings to `on_reading` until it ends or the caller cancels.
+
+    Raises:
+        AgentFailed: with the agent's own last stderr line (or why it could not start).
+    """
+    try:
+        agent: AgentProcess = await start()
+    except AgentFailed:
+        raise
+    except Exception as exc:  # an SSH or OS error starting it: one line, the view goes on
+        raise AgentFailed(f"{label}: cannot start the agent ({exc})") from None
+    readings = 0
+    try:
+        async for line in agent.lines():
+            reading = parse_reading(line)
+            if reading is not None:
+                readings += 1
+                on_reading(reading)
+    finally:
+        with contextlib.suppress(Exception):
+            await agent.stop()
+    reason = getattr(agent, "reason", "") or "the agent stopped"
+    raise AgentFailed(f"{label}: {reason}")
+
+
+class LocalAgent:
+    """The agent as a subprocess of this machine (a local cluster's nodes are this machine)."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self._proc = proc
+        self.reason = ""
+
+    @classmethod
+    async def start(cls, python: str = sys.executable, interval: float = 1.0) -> LocalAgent:
+        proc = await asyncio.create_subprocess_exec(
+            python,
+            "-c",
+            READ_PROGRAM,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        assert proc.stdin is not None
+        proc.stdin.write(agent_program(interval).encode())
+        await proc.stdin.drain()
+        proc.stdin.close()
+        return cls(proc)
+
+    async def lines(self) -> AsyncIterator[str]:
+        assert self._proc.stdout is not None and self._proc.stderr is not None
+        async for raw in self._proc.stdout:
+            yield raw.decode(errors="replace")
+        err = (await self._proc.stderr.read()).decode(errors="replace")
+        code = await self._proc.wait()
+        self.reason = _last_line(err) or f"the agent exited with status {code}"
+
+    async def stop(self) -> None:
+        if self._proc.returncode is None:
+            self._proc.kill()
+            await self._proc.wait()
+
+
+class SshAgent:
+    """The agent in an SSH session (on the head, or on a node through the head)."""
+
+    def __init__(self, process: Any) -> None:
+        self._process = process
+        self.reason = ""
+
+    @classmethod
+    async def start(cls, run: Callable[[str], Any], python: str, interval: float = 1.0) -> SshAgent:
+        command = f"{shlex.quote(python)} -u -c {shlex.quote(READ_PROGRAM)}"
+        process = await run(command)
+        process.stdin.write(agent_program(interval))
+        process.stdin.write_eof()
+        return cls(process)
+
+    async def lines(self) -> AsyncIterator[str]:
+        async for line in self._process.stdout:
+            yield line
+        err = await self._process.stderr.read()
+        await self._process.wait_closed()
+        status = self._process.exit_status
+        if status == 127:
+            self.reason = f"the cluster's Python was not found there ({_last_line(err)})"
+        else:
+            self.reason = _last_line(err) or f"the agent exited with status {status}"
+
+    async def stop(self) -> None:
+        self._process.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._process.wait_closed(), 5)
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""

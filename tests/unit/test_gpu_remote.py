@@ -1,0 +1,81 @@
+"""High-resolution mode's agent program: shipped as source to a fresh Python, read back as a stream."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+
+from cockpit.core.gpu.remote import (
+    AgentFailed,
+    AgentReading,
+    LocalAgent,
+    agent_program,
+    parse_reading,
+    stream_readings,
+)
+from cockpit.core.snapshots import NA
+from tests.harness.gpus import FAKE_NVML, gpu_present
+
+
+def test_program_is_self_contained() -> None:
+    program = agent_program(interval=0.5)
+    compile(program, "<agent>", "exec")
+    assert "_INTERVAL = 0.5" in program
+    assert "import textual" not in program and "aiohttp" not in program
+
+
+def test_parse_reading_tolerates_junk() -> None:
+    assert parse_reading("not json") is None
+    assert parse_reading('{"time": 1}') is None
+    reading = parse_reading(
+        '{"time": 5.5, "vendor": "amd", "gpus": [{"index": 1, "name": "MI300X", "uuid": "u", '
+        '"utilization": 12, "memory_used_mib": 3, "memory_total_mib": 4, "power_w": 90.5, '
+        '"temperature_c": null, "processes": [{"pid": 7, "memory_mib": 1}, "junk"]}, "junk"]}'
+    )
+    assert reading is not None and reading.time == 5.5 and reading.vendor == "amd"
+    (gpu,) = reading.gpus
+    assert gpu.index == 1 and gpu.utilization == 12.0 and gpu.temperature_c is NA and gpu.power_w == 90.5
+    assert [p.pid for p in gpu.processes] == [7]
+
+
+@pytest.mark.skipif(gpu_present(), reason="this machine has a GPU: the agent starts instead of failing")
+async def test_agent_without_gpu_fails_with_one_line() -> None:
+    readings: list[AgentReading] = []
+    with pytest.raises(AgentFailed) as failed:
+        await asyncio.wait_for(stream_readings(LocalAgent.start, readings.append, "here"), 60)
+    message = str(failed.value)
+    assert message.startswith("here: no NVIDIA or AMD GPU found (") and "\n" not in message
+    assert readings == []
+
+
+async def test_agent_streams_readings_through_the_nvml_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real agent program and NVML backend, over a stand-in `pynvml` with two GPUs."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(FAKE_NVML), os.environ.get("PYTHONPATH", "")]))
+    readings: list[AgentReading] = []
+    got_two = asyncio.Event()
+
+    def on_reading(reading: AgentReading) -> None:
+        readings.append(reading)
+        if len(readings) >= 2:
+            got_two.set()
+
+    started: list[LocalAgent] = []
+
+    async def start() -> LocalAgent:
+        agent = await LocalAgent.start()
+        started.append(agent)
+        return agent
+
+    task = asyncio.create_task(stream_readings(start, on_reading, "here"))
+    await asyncio.wait_for(got_two.wait(), 60)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    first = readings[0]
+    assert first.vendor == "nvidia" and [g.uuid for g in first.gpus] == ["GPU-fake-0", "GPU-fake-1"]
+    assert first.gpus[1].memory_used_mib == 30 * 1024 and first.gpus[0].temperature_c == 60.0
+    assert [p.pid for p in first.gpus[0].processes] == [4242]
+    assert readings[1].time > first.time
+    assert started[0]._proc.returncode is not None  # the agent process ended with the stream
