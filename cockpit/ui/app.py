@@ -20,20 +20,23 @@ from textual.worker import Worker, WorkerState
 
 from cockpit.core.connection import Connection, ConnectOptions, exposure_warning, open_connection
 from cockpit.core.errors import CockpitError
+from cockpit.core.gpu_board import GpuBoard, GpuFleet
 from cockpit.core.join import JoinProgress
 from cockpit.core.layouts import Layout, load_layout
-from cockpit.core.ray_api import AuthenticationRejected, AuthenticationRequired, DashboardClient
-from cockpit.core.snapshots import ClusterInfo, ClusterSnapshot, JobRow
+from cockpit.core.ray_api import MAX_LIMIT, AuthenticationRejected, AuthenticationRequired, DashboardClient
+from cockpit.core.snapshots import ClusterInfo, ClusterSnapshot, JobRow, NodeSnapshot
 from cockpit.core.ssh_errors import SshError, UnknownHostKey
 from cockpit.core.targets import Target
+from cockpit.ui.high_res import HighResMode
 from cockpit.ui.messages import ClusterInfoLoaded, ClusterPolled, HostKeyUnknown, PollFailed
 from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.screens.cluster import ClusterScreen
+from cockpit.ui.screens.gpus import GpuScreen
 from cockpit.ui.screens.help import HelpScreen
 from cockpit.ui.screens.jobs import JobsScreen
 from cockpit.ui.screens.logs import LogsScreen
 from cockpit.ui.screens.prompts import HostKeyScreen, PassphraseScreen
-from cockpit.ui.screens.upcoming import ActorsScreen, DebuggerScreen, GpuScreen
+from cockpit.ui.screens.upcoming import ActorsScreen, DebuggerScreen
 from cockpit.ui.widgets.status_bar import StatusBar
 
 if TYPE_CHECKING:
@@ -47,6 +50,11 @@ STEADY_POLL_SECONDS = 5.0
 """Node cadence once the cluster has its shape: the host stats behind it refresh every 5 s anyway."""
 JOB_POLL_EVERY = 3
 """Jobs are fetched on every third node poll (they change rarely; the list grows with history)."""
+ACTOR_POLL_EVERY = 3
+"""Alive actors (who is on which GPU) on every third poll while the GPU screen is shown: the dashboard
+refreshes worker stats every 15 s, and listing actors costs the head O(actors)."""
+GPU_REDRAW_SECONDS = 1.0
+"""High-resolution readings redraw the GPU screen at most this often."""
 RETRY_SECONDS = (1.0, 2.0, 3.0, 5.0)
 """Waits between polls while the dashboard does not answer (an SSH link wakes the poller sooner)."""
 
@@ -109,6 +117,12 @@ class CockpitApp(App[int]):
         self._jobs: tuple[JobRow, ...] = ()
         self._poll_timer: Timer | None = None
         """The one armed poll timer: re-arming replaces it, so polls never multiply."""
+        self.gpu_board = GpuBoard()
+        """Every GPU's latest reading and 10 minutes of history; fed by the poller and the GPU agents."""
+        self.gpu_fleet: GpuFleet | None = None
+        self.high_res = HighResMode(self)
+        self._actors_loaded = False
+        self._gpu_redraw: Timer | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -138,6 +152,12 @@ class CockpitApp(App[int]):
     async def dashboard(self) -> DashboardClient:
         """The dashboard client (connecting on first use); for workers of screens."""
         return await self._dashboard()
+
+    async def connection(self) -> Connection:
+        """The open connection (connecting on first use): the dashboard client and the SSH link."""
+        await self._dashboard()
+        assert self._connection is not None
+        return self._connection
 
     async def _dashboard(self) -> DashboardClient:
         if self._connection is None:
@@ -176,9 +196,10 @@ class CockpitApp(App[int]):
                 self._jobs = jobs
             else:
                 nodes = await client.nodes()
+            fleet = await self._update_gpus(client, nodes)
             self._polls += 1
             self.post_message(
-                ClusterPolled(ClusterSnapshot(nodes=nodes, jobs=self._jobs, fetched_at=time.time()))
+                ClusterPolled(ClusterSnapshot(nodes=nodes, jobs=self._jobs, fetched_at=time.time()), fleet)
             )
         except UnknownHostKey as unknown:
             self.post_message(HostKeyUnknown(unknown))
@@ -188,6 +209,44 @@ class CockpitApp(App[int]):
             self.post_message(PollFailed(str(exc), permanent=exc.permanent))
         except CockpitError as exc:
             self.post_message(PollFailed(str(exc)))
+
+    async def _update_gpus(self, client: DashboardClient, nodes: tuple[NodeSnapshot, ...]) -> GpuFleet:
+        """Feed the GPU board; its work (O(GPUs)) runs on a thread so a 1,024-node poll leaves the UI free."""
+        board = self.gpu_board
+        running = any(job.status == "RUNNING" for job in self._jobs)
+        await asyncio.to_thread(board.ingest_nodes, nodes, running)
+        gpu_screen = isinstance(self.screen, GpuScreen)
+        if gpu_screen and (not self._actors_loaded or self._polls % ACTOR_POLL_EVERY == 0):
+            try:
+                actors = await client.actors(filters=[("state", "=", "ALIVE")], limit=MAX_LIMIT)
+            except CockpitError:
+                pass  # the GPU rows show pids instead of actor names until the next try
+            else:
+                await asyncio.to_thread(board.ingest_actors, actors.rows)
+                self._actors_loaded = True
+        return await asyncio.to_thread(board.fleet)
+
+    def gpu_changed(self, coalesce: bool = False) -> None:
+        """The board changed outside a poll (GPU agents): redraw the GPU screen, at most once a second."""
+        if coalesce:
+            if self._gpu_redraw is None:
+                self._gpu_redraw = self.set_timer(GPU_REDRAW_SECONDS, self._redraw_gpus, name="gpu-redraw")
+            return
+        self._redraw_gpus()
+
+    def _redraw_gpus(self) -> None:
+        self._gpu_redraw = None
+        if self.snapshot is None:
+            return
+        self.gpu_fleet = self.gpu_board.fleet()
+        if isinstance(self.screen, GpuScreen):
+            self.screen.refresh_view()
+
+    def toggle_high_res(self) -> None:
+        self.high_res.toggle()
+
+    def high_res_notice(self) -> tuple[str, bool]:
+        return self.high_res.notice, self.high_res.error
 
     @on(HostKeyUnknown)
     def _host_key_unknown(self, message: HostKeyUnknown) -> None:
@@ -238,6 +297,7 @@ class CockpitApp(App[int]):
     @on(ClusterPolled)
     def _cluster_polled(self, message: ClusterPolled) -> None:
         self.snapshot = message.snapshot
+        self.gpu_fleet = message.gpus
         self.connection_state = "connected"
         self.connection_detail = ""
         self._failures = 0

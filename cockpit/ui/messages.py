@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
+from cockpit.core.gpu_board import GpuFleet
 from cockpit.core.snapshots import ClusterInfo, ClusterSnapshot
 from cockpit.core.ssh_errors import UnknownHostKey
 
@@ -15,6 +16,8 @@ class ClusterPolled(Message):
     """A fresh cluster snapshot arrived."""
 
     snapshot: ClusterSnapshot
+    gpus: GpuFleet | None = None
+    """Every GPU of the snapshot, with its history and actors (built off the UI thread)."""
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ClusterPolled)

@@ -17,6 +17,7 @@ import pytest
 
 from cockpit.core.connection import open_connection
 from cockpit.core.ray_api import DashboardUnreachable
+from cockpit.core.ssh_errors import SshError
 from cockpit.core.targets import parse_target
 from tests.harness.cluster import ClusterHandle
 from tests.harness.run import run_cockpit
@@ -238,3 +239,30 @@ def test_ctrl_c_removes_the_tunnel_socket(
         waiting.kill()
     assert waiting.returncode == 130 and "interrupted" in err
     assert list(tmp_path.glob("cockpit-*")) == []
+
+
+async def test_processes_run_on_the_head_and_on_a_node_through_it(
+    tmp_path: Path, ray_cluster: ClusterHandle, head: SshServer, jump: SshServer
+) -> None:
+    """What high-resolution GPU mode relies on: a command on the head, and one on another node reached
+    through the head (the second sshd plays a worker node), each checked against known_hosts."""
+    config = tmp_path / "config"
+    unknown = tmp_path / "empty_known_hosts"
+    unknown.write_text("")
+    config.write_text(
+        head.ssh_config_entry("head-node")
+        + jump.ssh_config_entry("worker-7")
+        + jump.ssh_config_entry("worker-8").replace(str(jump.known_hosts), str(unknown))
+    )
+    options = ray_cluster.over_ssh(config)
+    async with open_connection(parse_target("head-node"), options) as conn:
+        assert conn.link is not None
+        on_head = await conn.link.start_process("echo head $SSH_CONNECTION")
+        head_line = await asyncio.wait_for(on_head.stdout.readline(), 10)
+        on_node = await conn.link.start_process("echo node $SSH_CONNECTION", host="worker-7")
+        node_line = await asyncio.wait_for(on_node.stdout.readline(), 10)
+        # SSH_CONNECTION ends with the server's port: each command ran behind the sshd it was meant for.
+        assert head_line.split()[0] == "head" and head_line.split()[-1] == str(head.port)
+        assert node_line.split()[0] == "node" and node_line.split()[-1] == str(jump.port)
+        with pytest.raises(SshError, match="host key"):
+            await conn.link.start_process("true", host="worker-8")

@@ -11,8 +11,8 @@ from cockpit.core.targets import parse_target
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.messages import ClusterPolled, PollFailed
 from cockpit.ui.screens.cluster import ClusterScreen
+from cockpit.ui.screens.gpus import GpuScreen
 from cockpit.ui.screens.help import HelpScreen
-from cockpit.ui.screens.upcoming import GpuScreen
 from cockpit.ui.widgets.join_progress import JoinPanel
 from cockpit.ui.widgets.node_table import NodeTable
 from cockpit.ui.widgets.status_bar import StatusBar
@@ -103,7 +103,6 @@ async def test_number_keys_and_help(ray_cluster: ClusterHandle) -> None:
         assert "New job" in jobs_help and "Resubmit" in jobs_help  # screen keys live in help, not the footer
         await pilot.press("escape")
         for key, title in (
-            ("2", "2 GPUs"),
             ("3", "3 Actors"),
             ("6", "6 Debugger"),
         ):

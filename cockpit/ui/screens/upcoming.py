@@ -25,12 +25,6 @@ class UpcomingScreen(CockpitScreen):
             )
 
 
-class GpuScreen(UpcomingScreen):
-    TITLE = "2 GPUs"
-    FEATURE = "Per-GPU utilization, memory and history on every node (NVIDIA and AMD)."
-    ISSUE = 4
-
-
 class ActorsScreen(UpcomingScreen):
     TITLE = "3 Actors"
     FEATURE = "Ray actors: filter, sort, role, node, GPU, state, restarts."

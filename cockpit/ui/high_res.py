@@ -1,0 +1,155 @@
+"""Provides high-resolution GPU mode (`h` on the GPU screen): 1 Hz readings from an agent on each node.
+
+One agent per node IP (nodes of a local cluster share their machine's GPUs, as their reporters do), at
+most `MAX_AGENTS`, run by the node's own Python: over the SSH link on the head and, tunnelled through the
+head, on the other nodes; as a subprocess for a local cluster. Readings go into the GPU board, and the
+GPU screen is redrawn at most once a second. Whatever fails is said in one line; the rows of a node whose
+agent failed keep the dashboard's readings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from textual.worker import Worker
+
+from cockpit.core.gpu.remote import AgentFailed, AgentReading, LocalAgent, SshAgent, stream_readings
+from cockpit.core.snapshots import NodeSnapshot
+
+if TYPE_CHECKING:
+    from cockpit.core.ssh import SshLink
+    from cockpit.ui.app import CockpitApp
+
+MAX_AGENTS = 64
+"""Agents at once: each is an SSH session (and a connection per node) held open for as long as the mode."""
+FALLBACK_PYTHON = "python3"
+"""When a node's raylet command line does not name its Python (older Ray, a node not yet reported)."""
+
+
+class HighResMode:
+    """The agents of one app; `toggle()` starts or stops them all."""
+
+    def __init__(self, app: CockpitApp) -> None:
+        self.app = app
+        self.on = False
+        self.notice = ""
+        self.error = False
+        self._worker: Worker[None] | None = None
+        self._running: set[str] = set()
+        self._failed: dict[str, str] = {}
+        self._wanted = 0
+        self._left_out = 0
+
+    def toggle(self) -> None:
+        if self.on:
+            self.stop()
+            self.notice = "high-resolution mode off: back to the dashboard's readings (every 5 s)"
+            self.error = False
+        else:
+            self.start()
+
+    def start(self) -> None:
+        self.on, self.error = True, False
+        self._running.clear()
+        self._failed.clear()
+        self.notice = "high-resolution mode: starting the GPU agent on the nodes…"
+        self._worker = self.app.run_worker(
+            self._run(), group="gpu-agents", exclusive=True, exit_on_error=False, description="GPU agents"
+        )
+
+    def stop(self) -> None:
+        self.on = False
+        if self._worker is not None:
+            self._worker.cancel()
+            self._worker = None
+        self._running.clear()
+        self.app.gpu_board.stop_agent()
+        self.app.gpu_changed()
+
+    async def _run(self) -> None:
+        try:
+            connection = await self.app.connection()
+        except Exception as exc:  # no cluster yet: one line, nothing started
+            self._give_up(f"high-resolution mode off: no connection to the cluster ({exc})")
+            return
+        snapshot = self.app.snapshot
+        nodes = [n for n in snapshot.nodes if n.alive] if snapshot is not None else []
+        by_ip: dict[str, list[NodeSnapshot]] = {}
+        for node in nodes:
+            by_ip.setdefault(node.ip, []).append(node)
+        if not by_ip:
+            self._give_up("high-resolution mode off: no alive node to run the agent on")
+            return
+        ips = list(by_ip)[:MAX_AGENTS]
+        self._wanted, self._left_out = len(ips), max(0, len(by_ip) - MAX_AGENTS)
+        link = connection.link
+        head_ip = next((n.ip for n in nodes if n.is_head), "")
+        tasks = [
+            asyncio.create_task(self._one(ip, by_ip[ip], self._starter(link, ip, ip == head_ip, by_ip[ip])))
+            for ip in ips
+        ]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _starter(
+        self, link: SshLink | None, ip: str, is_head: bool, nodes: list[NodeSnapshot]
+    ) -> Callable[[], Any]:
+        python = next((n.python for n in nodes if n.python), "")
+        if link is None:
+            return lambda: LocalAgent.start(python or sys.executable)
+        host = None if is_head else ip
+        return lambda: SshAgent.start(
+            lambda command: link.start_process(command, host=host), python or FALLBACK_PYTHON
+        )
+
+    async def _one(self, ip: str, nodes: list[NodeSnapshot], start: Callable[[], Any]) -> None:
+        board = self.app.gpu_board
+
+        def on_reading(reading: AgentReading) -> None:
+            if ip not in self._running:
+                self._running.add(ip)
+                self._describe()
+            for node in nodes:
+                board.ingest_agent(node.node_id, reading.time, reading.gpus)
+            self.app.gpu_changed(coalesce=True)
+
+        label = nodes[0].hostname or ip
+        if len(nodes) > 1:
+            label += f" ({len(nodes)} nodes)"
+        try:
+            await stream_readings(start, on_reading, f"{label} [{ip}]")
+        except AgentFailed as exc:
+            self._running.discard(ip)
+            self._failed[ip] = str(exc)
+            board.forget_agent([n.node_id for n in nodes])
+            self._describe()
+
+    def _describe(self) -> None:
+        failed = list(self._failed.values())
+        if not self._running and len(failed) >= self._wanted:
+            more = f" (and {len(failed) - 1} more node(s))" if len(failed) > 1 else ""
+            self._give_up(f"high-resolution mode off: {failed[0]}{more}; showing the dashboard's readings")
+            return
+        running = len(self._running)
+        parts = [f"high-resolution mode: 1 Hz readings from {running} of {self._wanted} node IP(s)"]
+        if self._left_out:
+            parts.append(f"{self._left_out} more not covered (at most {MAX_AGENTS} agents)")
+        if failed:
+            parts.append(f"{len(failed)} failed: {failed[0]}")
+        self.notice, self.error = "; ".join(parts), bool(failed)
+        self.app.gpu_changed()
+
+    def _give_up(self, notice: str) -> None:
+        self.on = False
+        self.notice, self.error = notice, True
+        self.app.notify(notice, title="GPU agent", severity="warning", timeout=12)
+        self._running.clear()
+        self.app.gpu_board.stop_agent()
+        self.app.gpu_changed()

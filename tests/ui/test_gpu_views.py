@@ -1,0 +1,161 @@
+"""The GPU list and heatmap on fixture data: a synthetic 1,024 x 8 cluster (heatmap snapshot) and the
+captured AMD node summary (N/A temperature, logical GPUs, an actor found by pid).
+
+Snapshots are plain text (one letter per colour class, and the rendered rows), so a diff shows which
+GPU changed class. Regenerate with COCKPIT_UPDATE_SNAPSHOTS=1 after a deliberate change, and read the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from rich.style import Style
+from textual.app import App, ComposeResult
+
+from cockpit.core import parse
+from cockpit.core.gpu_board import GpuBoard, GpuFleet
+from cockpit.core.snapshots import ActorRow
+from cockpit.ui.widgets.gpu_heatmap import CLASSES, EMPTY, GpuHeatmap
+from cockpit.ui.widgets.gpu_list import GpuList
+from tests.harness.synthetic import T0, synthetic_actors, synthetic_nodes
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "ray-2.60-samples"
+SIZE = (200, 50)
+
+
+class Host(App[None]):
+    """A bare app around one GPU widget, at a fixed size."""
+
+    CSS = "GpuHeatmap, GpuList { height: 1fr; }"
+
+    def __init__(self, widget: GpuHeatmap | GpuList) -> None:
+        super().__init__()
+        self.widget = widget
+
+    def compose(self) -> ComposeResult:
+        yield self.widget
+
+
+def synthetic_fleet(nodes: int = 1024, gpus: int = 8) -> tuple[GpuBoard, GpuFleet]:
+    board = GpuBoard()
+    cluster = synthetic_nodes(nodes, gpus)
+    board.ingest_actors(synthetic_actors(cluster))
+    board.ingest_nodes(cluster, job_running=True, local_time=T0)
+    return board, board.fleet()
+
+
+def check_snapshot(name: str, text: str) -> None:
+    path = SNAPSHOTS / name
+    if os.environ.get("COCKPIT_UPDATE_SNAPSHOTS") == "1":
+        path.write_text(text, encoding="utf-8")
+    expected = path.read_text(encoding="utf-8")
+    assert text == expected, f"{name} changed; if on purpose, rerun with COCKPIT_UPDATE_SNAPSHOTS=1"
+
+
+async def test_heatmap_1024x8_fits_one_200x50_screen_snapshot() -> None:
+    _board, fleet = synthetic_fleet()
+    heatmap = GpuHeatmap()
+    async with Host(heatmap).run_test(size=SIZE) as pilot:
+        heatmap.show(fleet, now=fleet.cluster_time)
+        await pilot.pause()
+        # 1,024 nodes in one screen: 21 nodes x 8 GPUs per row, two node rows per terminal row.
+        assert heatmap.nodes_per_line == 21 and heatmap.text_rows == 25 <= SIZE[1] - 6
+        rendered = [
+            "".join(seg.text for seg in heatmap.render_line(y)).rstrip() for y in range(heatmap.text_rows)
+        ]
+        grid = heatmap.text_grid()
+        check_snapshot(
+            "gpu_heatmap_1024x8.txt", "\n".join(["# classes", *grid, "# screen", *rendered]) + "\n"
+        )
+        # Every class of GPU the view knows appears in the synthetic cluster.
+        assert set("".join(grid)) >= set("xnsaI12345 0123456789")  # no "o": <5% while a job runs is "I"
+        # Colours: the upper half of a cell is its node row's class colour, the lower half the next row's.
+        strip = list(heatmap.render_line(0))
+        cells = [seg for seg in strip if seg.text == "▀"]
+        top, bottom = heatmap._cells[0], heatmap._cells[21]
+        for gpu in range(1, 8):  # GPU 0 of node 0 holds the cursor
+            expected = Style(
+                color=heatmap._class_style(top[gpu]).color,
+                bgcolor=heatmap._class_style(bottom[gpu]).color if bottom[gpu] != EMPTY else None,
+            )
+            assert cells[gpu].style is not None and cells[gpu].style.color == expected.color
+            assert cells[gpu].style.bgcolor == expected.bgcolor
+        assert len(CLASSES) == 11
+
+
+async def test_heatmap_keys_move_the_cursor_and_enter_opens_the_node() -> None:
+    _board, fleet = synthetic_fleet(100, 8)
+    heatmap = GpuHeatmap()
+    chosen: list[GpuHeatmap.NodeChosen] = []
+    host = Host(heatmap)
+    async with host.run_test(
+        size=(80, 24),
+        message_hook=lambda m: chosen.append(m) if isinstance(m, GpuHeatmap.NodeChosen) else None,
+    ) as pilot:
+        heatmap.show(fleet, now=fleet.cluster_time)
+        heatmap.focus()
+        await pilot.pause()
+        per_line = heatmap.nodes_per_line
+        await pilot.press("right", "right", "down")
+        assert heatmap.cursor == (per_line, 2)
+        row = heatmap.cursor_row
+        assert row is not None and row.node is fleet.ordered()[per_line * 8].node
+        await pilot.press("enter")
+        await pilot.pause()
+        assert chosen and chosen[-1].node is row.node
+        await pilot.press("end")
+        assert heatmap.cursor[0] == len(heatmap._cells) - 1
+        await pilot.press("home")
+        assert heatmap.cursor == (0, 0)
+
+
+def captured_fleet() -> tuple[GpuBoard, GpuFleet]:
+    doc = json.loads((SAMPLES / "nodes_summary_fakeamd.json").read_text())
+    nodes = tuple(parse.node_from_summary(e) for e in doc["data"]["summary"])
+    amd = next(n for n in nodes if n.gpus)
+    board = GpuBoard()
+    board.ingest_actors(
+        [
+            ActorRow(
+                actor_id="79ef", class_name="AmdTrainer", name="amd_trainer", state="ALIVE", job_id="05",
+                node_id=amd.node_id, pid=11500, num_restarts=0, required_resources={"GPU": 1.0},
+            )
+        ]
+    )  # fmt: skip
+    assert amd.sample_time is not None
+    board.ingest_nodes(nodes, job_running=True, local_time=amd.sample_time)
+    return board, board.fleet()
+
+
+async def test_list_of_the_captured_amd_cluster() -> None:
+    board, fleet = captured_fleet()
+    gpu_list = GpuList()
+    async with Host(gpu_list).run_test(size=(160, 30)) as pilot:
+        gpu_list.show(fleet, "node", "", board.history, now=fleet.cluster_time)
+        await pilot.pause()
+        lines = gpu_list.text_lines()
+        text = "\n".join(lines)
+        amd_gpu0 = next(line for line in lines if "37%" in line)
+        assert "12.0/192.0 GiB" in amd_gpu0 and "412 W" in amd_gpu0 and "N/A" in amd_gpu0  # no temperature
+        assert "AmdTrainer amd_trainer (policy)" in amd_gpu0
+        amd_gpu1 = next(line for line in lines if " 0% " in line)
+        assert "IDLE while a job runs" in amd_gpu1
+        assert "2 x FAKE Instinct MI300X" in text
+        assert text.count("no GPU telemetry (logical GPU") == sum(1 for r in fleet.rows if r.gpu is None)
+        assert "holds 1 GPU" not in text  # a node with telemetry names its actors by pid, not as holders
+        screen = ["".join(s.text for s in gpu_list.render_line(y)) for y in range(5)]
+        assert screen[0].lstrip().startswith("GPU Util")  # the header row stays on top
+
+
+async def test_list_sorted_by_utilization_puts_idle_gpus_first_at_80_columns() -> None:
+    board, fleet = synthetic_fleet(32, 8)
+    gpu_list = GpuList()
+    async with Host(gpu_list).run_test(size=(80, 24)) as pilot:
+        gpu_list.show(fleet, "util", "", board.history, now=fleet.cluster_time)
+        await pilot.pause()
+        visible = ["".join(s.text for s in gpu_list.render_line(y)) for y in range(24)]
+        assert all(len(line) == 80 for line in visible)
+        assert "Node" in visible[0] and " 0% " in visible[1] and "IDLE" in visible[1]
