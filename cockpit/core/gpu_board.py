@@ -11,7 +11,9 @@ login node whose clock is off does not make every sample look stale or from the 
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
@@ -27,6 +29,13 @@ STALE_AFTER = 20.0
 caches 2 s, the cockpit polls every 5 s: 12 s is the usual worst case)."""
 AGENT_STALE_AFTER = 5.0
 """Seconds: the high-resolution agent samples every second; older than this and the row falls back."""
+
+UTIL_BANDS = (IDLE_BELOW, 25.0, 50.0, 75.0, 90.0)
+"""Utilization band edges, percent: a reading's state is U0 + the number of edges it reaches."""
+
+# The state of one GPU row, one byte each in `GpuFleet.states` (the heatmap colours by it).
+DEAD, NO_TELEMETRY, STALE, NO_READING, IDLE_IN_JOB, U0 = range(6)
+"""U0 .. U0 + 5: the utilization bands, lowest first (U0 is idle while no job runs)."""
 
 Source = Literal["dashboard", "agent", "none"]
 SortKey = Literal["node", "util", "memory"]
@@ -71,8 +80,9 @@ class GpuTotals:
     """GPU rows on alive nodes (physical and logical)."""
     with_telemetry: int
     mean_utilization: Metric
-    memory_used_mib: float
-    memory_total_mib: float
+    memory_used_mib: Metric
+    memory_total_mib: Metric
+    """NA when no GPU reported memory."""
     idle: int
     stale: int
     no_telemetry: int
@@ -94,8 +104,21 @@ class GpuFleet:
     """The login node's clock at the same moment; `age` moves `cluster_time` on by the difference."""
     job_running: bool
     actors_by_pid: Mapping[tuple[str, int], ActorRef] = field(default_factory=dict)
+    """Alive actors by (node IP, pid)."""
     gpu_actors: Mapping[str, tuple[ActorRef, ...]] = field(default_factory=dict)
     """Per node, the alive actors holding GPU resources (what logical GPUs can be shown against)."""
+    states: bytes = b""
+    """One state per row (DEAD ... U0 + 5), computed with the fleet, off the UI thread."""
+    groups: tuple[int, ...] = (0,)
+    """Where each node's rows start in `rows`, and the end: node g is rows[groups[g]:groups[g + 1]]."""
+    models: tuple[str, ...] = ()
+    """Per node group, its GPU model ("mixed GPUs" if several, "" without telemetry)."""
+    by_util: tuple[int, ...] = ()
+    """Row indices by utilization, lowest first (no reading and dead nodes last)."""
+    by_memory: tuple[int, ...] = ()
+    """Row indices by memory used, highest first."""
+    generation: int = 0
+    """The board's change count when this fleet was built: a higher one is newer."""
 
     def now(self, local_now: float | None = None) -> float:
         """The cluster's clock now, estimated from the last fetch."""
@@ -116,27 +139,31 @@ class GpuFleet:
         `gpu_actors`, which is per node: without telemetry no one knows which slot an actor has)."""
         if row.gpu is None:
             return ()
-        node_id = row.node.node_id
+        ip = row.node.ip
         found = []
         for process in row.gpu.processes:
-            actor = self.actors_by_pid.get((node_id, process.pid))
+            actor = self.actors_by_pid.get((ip, process.pid))
             if actor is not None:
                 found.append(actor)
         return tuple(found)
 
     def ordered(self, sort: SortKey = "node", node_filter: str = "") -> list[GpuRow]:
-        """Rows matching `node_filter` (host, IP, node id, or the class, name or role of an actor on the
-        GPU), sorted: by node (grouped), by utilization (lowest first: idle GPUs are what one hunts),
-        or by memory used (highest first)."""
-        rows: Sequence[GpuRow] = self.rows
+        """The rows `order` picks, as rows."""
+        rows = self.rows
+        return [rows[i] for i in self.order(sort, node_filter)]
+
+    def order(self, sort: SortKey = "node", node_filter: str = "") -> Sequence[int]:
+        """Indices of the rows matching `node_filter` (host, IP, node id, or the class, name or role of
+        an actor on the GPU), sorted: by node (grouped), by utilization (lowest first: idle GPUs are what
+        one hunts) or by memory used (highest first). Without a filter this allocates nothing per row."""
+        base: Sequence[int] = (
+            self.by_util if sort == "util" else self.by_memory if sort == "memory" else range(len(self.rows))
+        )
         needle = node_filter.strip().lower()
-        if needle:
-            rows = [row for row in rows if self._matches(row, needle)]
-        if sort == "util":
-            return sorted(rows, key=_util_key)
-        if sort == "memory":
-            return sorted(rows, key=_memory_key)
-        return list(rows)
+        if not needle:
+            return base
+        rows = self.rows
+        return [i for i in base if self._matches(rows[i], needle)]
 
     def _matches(self, row: GpuRow, needle: str) -> bool:
         node = row.node
@@ -168,94 +195,121 @@ class _AgentReading:
     gpus: tuple[GpuSample, ...]
 
 
+OFFSET_WINDOW = 24
+"""Clock readings (polls and agent samples) the clock offset is the smallest lag of."""
+
+
 class GpuBoard:
-    """Keeps the history and the latest inputs; `fleet()` builds the view the UI shows."""
+    """Keeps the history and the latest inputs; `fleet()` builds the view the UI shows.
+
+    Thread-safe: the poller feeds it and builds fleets on a thread while the UI loop hands it agent
+    readings; one lock serialises every change and build, and `generation` counts the changes, so a
+    fleet built before a change is known to be older than one built after it.
+    """
 
     def __init__(self) -> None:
         self.history = UtilHistory()
+        self._lock = threading.Lock()
+        self.generation = 0
         self._nodes: tuple[NodeSnapshot, ...] = ()
         self._job_running = False
-        self._cluster_time = 0.0
+        self._lags: deque[float] = deque(maxlen=OFFSET_WINDOW)
+        """Login-node time minus the newest cluster timestamp, per reading: the smallest is the clock
+        offset (plus the least delay seen), so a cluster whose readings all stop ages visibly."""
         self._local_time = 0.0
-        self._actors_by_pid: dict[tuple[str, int], ActorRef] = {}
-        self._gpu_actors: dict[str, tuple[ActorRef, ...]] = {}
+        self._actors: tuple[tuple[str, ActorRef], ...] = ()
+        """Alive actors with their node ids (roles worked out once per actor poll, not per build)."""
         self._agent: dict[str, _AgentReading] = {}
         """Newest high-resolution reading per node id."""
         self._fleet: GpuFleet | None = None
+
+    def _changed(self) -> None:
+        self.generation += 1
+        self._fleet = None
 
     # -- inputs ------------------------------------------------------------------------------------
 
     def ingest_nodes(
         self, nodes: Sequence[NodeSnapshot], job_running: bool, local_time: float | None = None
     ) -> None:
-        """A node poll: records each GPU reading in the history (once per reading)."""
-        self._nodes = tuple(nodes)
-        self._job_running = job_running
-        self._local_time = local_time if local_time is not None else time.time()
-        newest = max((n.sample_time for n in nodes if n.sample_time is not None), default=None)
-        self._cluster_time = newest if newest is not None else self._local_time
-        record = self.history.record
-        for node in nodes:
-            if not node.alive or node.sample_time is None:
-                continue
-            if node.node_id in self._agent:
-                continue  # the agent's 1 Hz readings feed this node's history
-            prefix = node.node_id + ":"
-            when = node.sample_time
-            for gpu in node.gpus:
-                record(prefix + str(gpu.index), when, gpu.utilization)
-        self._fleet = None
+        """A node poll fetched at `local_time`: records each GPU reading in the history (once per
+        reading). A poll older than the last one taken (a cancelled poll finishing late) is ignored."""
+        local_time = local_time if local_time is not None else time.time()
+        with self._lock:
+            if local_time < self._local_time:
+                return
+            self._nodes = tuple(nodes)
+            self._job_running = job_running
+            self._local_time = local_time
+            newest = max((n.sample_time for n in nodes if n.sample_time is not None), default=None)
+            if newest is not None:
+                self._lags.append(local_time - newest)
+            record = self.history.record
+            for node in nodes:
+                if not node.alive or node.sample_time is None or node.node_id in self._agent:
+                    continue  # an agent's 1 Hz readings feed the history of its node
+                prefix = node.node_id + ":"
+                when = node.sample_time
+                for gpu in node.gpus:
+                    record(prefix + str(gpu.index), when, gpu.utilization)
+            self._changed()
 
     def ingest_actors(self, actors: Iterable[ActorRow]) -> None:
         """Alive actors (from `/api/v0/actors`): their pids name the processes on GPUs."""
-        by_pid: dict[tuple[str, int], ActorRef] = {}
-        holding: dict[str, list[ActorRef]] = {}
-        for actor in actors:
-            if actor.state != "ALIVE":
-                continue
-            ref = ActorRef(
+        refs = tuple(
+            (actor.node_id, ActorRef(
                 actor_id=actor.actor_id,
                 class_name=actor.class_name,
                 name=actor.name,
                 role=role_of(actor.class_name, actor.name),
                 pid=actor.pid,
                 gpus=actor.gpus,
-            )
-            if actor.pid is not None:
-                by_pid[(actor.node_id, actor.pid)] = ref
-            if actor.gpus > 0:
-                holding.setdefault(actor.node_id, []).append(ref)
-        self._actors_by_pid = by_pid
-        self._gpu_actors = {node: tuple(refs) for node, refs in holding.items()}
-        self._fleet = None
+            ))
+            for actor in actors
+            if actor.state == "ALIVE"
+        )  # fmt: skip
+        with self._lock:
+            self._actors = refs
+            self._changed()
 
-    def ingest_agent(self, node_id: str, when: float, gpus: Sequence[GpuSample]) -> None:
-        """One reading of the high-resolution agent on `node_id` (its clock)."""
-        self._agent[node_id] = _AgentReading(time=when, gpus=tuple(gpus))
-        prefix = node_id + ":"
-        for gpu in gpus:
-            self.history.record(prefix + str(gpu.index), when, gpu.utilization)
-        self._fleet = None
+    def ingest_agent(self, node_ids: Iterable[str], when: float, gpus: Sequence[GpuSample]) -> None:
+        """One reading of the high-resolution agent (on its node's clock), for the nodes of its host."""
+        reading = _AgentReading(time=when, gpus=tuple(gpus))
+        with self._lock:
+            for node_id in node_ids:
+                self._agent[node_id] = reading
+                prefix = node_id + ":"
+                for gpu in gpus:
+                    self.history.record(prefix + str(gpu.index), when, gpu.utilization)
+            self._lags.append(time.time() - when)
+            self._changed()
 
     def forget_agent(self, node_ids: Iterable[str]) -> None:
         """The agent on these nodes stopped: their rows go back to the dashboard's readings."""
-        for node_id in node_ids:
-            self._agent.pop(node_id, None)
-        self._fleet = None
+        with self._lock:
+            for node_id in node_ids:
+                self._agent.pop(node_id, None)
+            self._changed()
 
     def stop_agent(self) -> None:
         """High-resolution mode is off: rows go back to the dashboard's readings."""
-        self._agent.clear()
-        self._fleet = None
+        with self._lock:
+            self._agent.clear()
+            self._changed()
 
     # -- output ------------------------------------------------------------------------------------
 
     def fleet(self) -> GpuFleet:
-        if self._fleet is None:
-            self._fleet = self._build()
-        return self._fleet
+        """The current view (built once per change; O(GPUs): call it off the UI thread at scale)."""
+        with self._lock:
+            if self._fleet is None:
+                self._fleet = self._build()
+            return self._fleet
 
     def _build(self) -> GpuFleet:
+        offset = min(self._lags) if self._lags else 0.0
+        cluster_time = self._local_time - offset
+        by_pid, holding = _actor_maps(self._actors, self._nodes)
         rows: list[GpuRow] = []
         agent = self._agent
         for node in self._nodes:
@@ -276,16 +330,62 @@ class GpuBoard:
             elif node.logical_gpus > 0:
                 for index in range(int(node.logical_gpus + 0.999)):
                     rows.append(GpuRow(node, None, index, prefix + str(index), None, "none"))
+        now = cluster_time
+        groups = [0]
+        models = []
+        for index in range(1, len(rows) + 1):
+            if index == len(rows) or rows[index].node is not rows[index - 1].node:
+                names = {row.gpu.name for row in rows[groups[-1] : index] if row.gpu is not None}
+                models.append(names.pop() if len(names) == 1 else "mixed GPUs" if names else "")
+                groups.append(index)
         return GpuFleet(
             rows=tuple(rows),
             nodes=self._nodes,
-            totals=_totals(rows, self._nodes, self._cluster_time),
-            cluster_time=self._cluster_time,
+            totals=_totals(rows, self._nodes, now),
+            states=bytes(_state(row, now, self._job_running) for row in rows),
+            groups=tuple(groups) if rows else (0,),
+            models=tuple(models) if rows else (),
+            by_util=tuple(sorted(range(len(rows)), key=lambda i: _util_key(rows[i]))),
+            by_memory=tuple(sorted(range(len(rows)), key=lambda i: _memory_key(rows[i]))),
+            cluster_time=cluster_time,
             local_time=self._local_time,
             job_running=self._job_running,
-            actors_by_pid=self._actors_by_pid,
-            gpu_actors=self._gpu_actors,
+            actors_by_pid=by_pid,
+            gpu_actors=holding,
+            generation=self.generation,
         )
+
+
+def _actor_maps(
+    actors: Sequence[tuple[str, ActorRef]], nodes: Sequence[NodeSnapshot]
+) -> tuple[dict[tuple[str, int], ActorRef], dict[str, tuple[ActorRef, ...]]]:
+    """Actors by (node IP, pid): raylets sharing a host share its GPUs and pid space, so an actor of one
+    is found on the GPU rows of its siblings too. And per node, the actors holding GPU resources."""
+    ip_of = {node.node_id: node.ip for node in nodes}
+    by_pid: dict[tuple[str, int], ActorRef] = {}
+    holding: dict[str, list[ActorRef]] = {}
+    for node_id, ref in actors:
+        if ref.pid is not None:
+            by_pid[(ip_of.get(node_id, node_id), ref.pid)] = ref
+        if ref.gpus > 0:
+            holding.setdefault(node_id, []).append(ref)
+    return by_pid, {node: tuple(refs) for node, refs in holding.items()}
+
+
+def _state(row: GpuRow, now: float, job_running: bool) -> int:
+    if not row.node.alive:
+        return DEAD
+    gpu = row.gpu
+    if gpu is None:
+        return NO_TELEMETRY
+    if is_stale(row, now):
+        return STALE
+    if gpu.utilization is NA:
+        return NO_READING
+    util = float(gpu.utilization)
+    if util < IDLE_BELOW and job_running:
+        return IDLE_IN_JOB
+    return U0 + sum(1 for edge in UTIL_BANDS if util >= edge)
 
 
 def is_stale(row: GpuRow, now: float) -> bool:
@@ -296,20 +396,29 @@ def is_stale(row: GpuRow, now: float) -> bool:
 
 
 def _totals(rows: Sequence[GpuRow], nodes: Sequence[NodeSnapshot], now: float) -> GpuTotals:
+    """Totals over alive nodes. A physical GPU is counted once, however many raylets on its host report
+    it (several Ray nodes on one machine each see all its GPUs); logical GPUs count per node."""
     gpus = with_telemetry = idle = stale = no_telemetry = 0
     util_sum = 0.0
     util_count = 0
     mem_used = mem_total = 0.0
+    mem_count = 0
     gpu_nodes: set[str] = set()
+    seen: set[str] = set()
     for row in rows:
         if not row.node.alive:
             continue
-        gpus += 1
         gpu_nodes.add(row.node.node_id)
         gpu = row.gpu
         if gpu is None:
+            gpus += 1
             no_telemetry += 1
             continue
+        if gpu.uuid:
+            if gpu.uuid in seen:
+                continue
+            seen.add(gpu.uuid)
+        gpus += 1
         with_telemetry += 1
         if gpu.utilization is not NA:
             util_sum += gpu.utilization
@@ -319,6 +428,7 @@ def _totals(rows: Sequence[GpuRow], nodes: Sequence[NodeSnapshot], now: float) -
         if gpu.memory_used_mib is not NA and gpu.memory_total_mib is not NA:
             mem_used += gpu.memory_used_mib
             mem_total += gpu.memory_total_mib
+            mem_count += 1
         if is_stale(row, now):
             stale += 1
     alive_nodes = sum(1 for n in nodes if n.alive)
@@ -326,8 +436,8 @@ def _totals(rows: Sequence[GpuRow], nodes: Sequence[NodeSnapshot], now: float) -
         gpus=gpus,
         with_telemetry=with_telemetry,
         mean_utilization=util_sum / util_count if util_count else NA,
-        memory_used_mib=mem_used,
-        memory_total_mib=mem_total,
+        memory_used_mib=mem_used if mem_count else NA,
+        memory_total_mib=mem_total if mem_count else NA,
         idle=idle,
         stale=stale,
         no_telemetry=no_telemetry,

@@ -3,6 +3,8 @@
 One byte per second per GPU (0-100, or `NO_SAMPLE`), so 1,024 nodes x 8 GPUs cost 4.9 MB. A reading holds
 until the next one (Ray's reporter samples every 5 s, the high-resolution agent every second); a gap
 longer than `HOLD_SECONDS` is left empty rather than drawn as if the GPU had kept its last value.
+Written by the poller's thread and read by the UI: a sparkline drawn mid-write may show one reading
+early, never a wrong one.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ class UtilHistory:
                 return
             gap = second - last
             if gap > 1:
-                fill = value if gap <= HOLD_SECONDS else NO_SAMPLE
+                fill = ring[last % size] if gap <= HOLD_SECONDS else NO_SAMPLE
                 self._fill(ring, last + 1, min(gap - 1, size), fill)
         ring[second % size] = value
         self._last[key] = second
@@ -69,10 +71,10 @@ class UtilHistory:
         """The `HISTORY_SECONDS` up to `now` in `buckets` equal slices, oldest first: the highest reading
         of each slice (a short burst of work stays visible), None where a slice holds no sample."""
         ring = self._rings.get(key)
-        if ring is None or buckets <= 0:
+        last = self._last.get(key)
+        if ring is None or last is None or buckets <= 0:
             return [None] * max(0, buckets)
         size = self.seconds
-        last = self._last[key]
         cut = (last + 1) % size
         window = bytes(ring[cut:] + ring[:cut])
         """Seconds last-size+1 .. last, oldest first."""

@@ -34,7 +34,7 @@ NAType = Literal[_NotAvailable.NA]
 Metric = float | NAType
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ClusterInfo:
     """Versions and identity of the cluster, for the header."""
 
@@ -44,7 +44,7 @@ class ClusterInfo:
     git_commit: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GpuProcess:
     """A process holding memory on a GPU, as Ray's reporter saw it."""
 
@@ -53,7 +53,7 @@ class GpuProcess:
     utilization: Metric
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GpuSample:
     """One GPU (or MIG slice) of a node, from the dashboard's node summary or the cockpit's own sampler."""
 
@@ -70,7 +70,7 @@ class GpuSample:
     processes: tuple[GpuProcess, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeSnapshot:
     """One Ray node: membership from the GCS node table, host and GPU stats from the node's reporter."""
 
@@ -111,7 +111,7 @@ class NodeSnapshot:
         return bool(self.gpus)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ListMeta:
     """How much of a state-API list came back: truncation is shown to the user, never hidden."""
 
@@ -146,7 +146,7 @@ class ListMeta:
         return "; ".join(parts)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Listing(Generic[T]):
     """Rows of a state-API list, with the truncation funnel."""
 
@@ -155,7 +155,7 @@ class Listing(Generic[T]):
     warnings: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ActorRow:
     actor_id: str
     class_name: str
@@ -174,7 +174,7 @@ class ActorRow:
         return self.required_resources.get("GPU", 0.0)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TaskRow:
     task_id: str
     attempt_number: int
@@ -189,7 +189,7 @@ class TaskRow:
     error_message: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WorkerRow:
     worker_id: str
     worker_type: str
@@ -202,7 +202,7 @@ class WorkerRow:
     exit_type: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JobRow:
     """A Ray job: a submission (has `submission_id`) or a plain driver (`ray.init` from a shell)."""
 
@@ -229,14 +229,14 @@ class JobRow:
         return self.status in ("STOPPED", "SUCCEEDED", "FAILED")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ClusterStatus:
     """What `ray status` prints, fetched over HTTP."""
 
     text: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LogIndex:
     """The log files of one node, grouped by kind as the dashboard groups them."""
 
@@ -244,7 +244,7 @@ class LogIndex:
     files: Mapping[str, tuple[str, ...]]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ClusterSnapshot:
     """Everything the Cluster screen shows, fetched together: nodes, jobs and when they were fetched."""
 

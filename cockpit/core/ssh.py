@@ -337,10 +337,18 @@ class SshLink:
         self._conns = conns
 
     async def _connect_hop(
-        self, hop: Hop, tunnel: asyncssh.SSHClientConnection | None
+        self, hop: Hop, tunnel: asyncssh.SSHClientConnection | None, inherit: Any = None
     ) -> asyncssh.SSHClientConnection:
+        """Connect to `hop` (through `tunnel`). `inherit`: the SSH config of the head, whose User,
+        IdentityFile and UserKnownHostsFile apply to a cluster node the config does not name."""
         config = _config_for(hop, self._paths) if self._paths else None
-        files = _known_hosts_files(config)
+
+        def setting(key: str) -> Any:
+            own = config.get(key) if config is not None else None
+            return own if own or inherit is None else inherit.get(key)
+
+        own_files = config is not None and config.get("UserKnownHostsFile")
+        files = _known_hosts_files(inherit if inherit is not None and not own_files else config)
         real_host = str(config.get("Hostname", hop.host)) if config is not None else hop.host
         real_port = int(config.get("Port", hop.port or 22)) if config is not None else (hop.port or 22)
         pinned_algs = host_key_algorithms(known_keys(real_host, hop.port or real_port, files))
@@ -348,7 +356,7 @@ class SshLink:
         client = _Client(files, self.options.accept_new, self._lost.set if is_target else None)
         keepalive = config.get("ServerAliveInterval") if config is not None else None
         kwargs: dict[str, Any] = {
-            "username": hop.user or (),
+            "username": hop.user or (setting("User") if inherit is not None else None) or (),
             "port": hop.port or (),
             "config": self._paths or None,
             "tunnel": tunnel,
@@ -363,6 +371,8 @@ class SshLink:
         }
         if pinned_algs:
             kwargs["server_host_key_algs"] = pinned_algs
+        if inherit is not None and setting("IdentityFile"):
+            kwargs["client_keys"] = [os.path.expanduser(str(path)) for path in setting("IdentityFile")]
         if self._passphrase is not None:
             kwargs["passphrase"] = self._passphrase
         label = hop.host if hop.port is None else f"{hop.host}:{hop.port}"
@@ -504,11 +514,21 @@ class SshLink:
         conn = self._conns[-1]
         if host is not None:
             node_conn = self._node_conns.get(host)
-            if node_conn is None:
-                node_conn = await self._connect_hop(Hop(host=host, user=self.target.user), conn)
+            if node_conn is None or node_conn.is_closed():
+                head = _config_for(self.target, self._paths) if self._paths else None
+                node_conn = await self._connect_hop(Hop(host=host), conn, inherit=head)
                 self._node_conns[host] = node_conn
             conn = node_conn
         return await conn.create_process(command, encoding="utf-8", errors="replace")
+
+    async def close_node_connections(self) -> None:
+        """Close the connections `start_process` opened to other nodes (the head's stays)."""
+        conns, self._node_conns = list(self._node_conns.values()), {}
+        for node_conn in conns:
+            node_conn.close()
+        for node_conn in conns:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(node_conn.wait_closed(), 5)
 
     async def close(self) -> None:
         self._closed = True

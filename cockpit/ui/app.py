@@ -8,6 +8,7 @@ poller instead of piling up requests. Only the visible screen is re-rendered.
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from contextlib import AsyncExitStack
 from dataclasses import replace
@@ -129,6 +130,10 @@ class CockpitApp(App[int]):
     async def on_mount(self) -> None:
         self.title = f"ray-cockpit · {self.target.raw}"
         await self.switch_mode("cluster")
+        # What is alive now (modules, the app, its first screen) lives as long as the app: keep it out of
+        # the cyclic GC's full collections, which would rescan it each time (at 1,024 x 8 GPUs the longest
+        # GC pause halves; BENCHMARKS.md). Snapshots are acyclic and still freed by reference counting.
+        gc.freeze()
         self.poll_cluster()
 
     async def on_unmount(self) -> None:
@@ -214,7 +219,7 @@ class CockpitApp(App[int]):
         """Feed the GPU board; its work (O(GPUs)) runs on a thread so a 1,024-node poll leaves the UI free."""
         board = self.gpu_board
         running = any(job.status == "RUNNING" for job in self._jobs)
-        await asyncio.to_thread(board.ingest_nodes, nodes, running)
+        await asyncio.to_thread(board.ingest_nodes, nodes, running, time.time())
         gpu_screen = isinstance(self.screen, GpuScreen)
         if gpu_screen and (not self._actors_loaded or self._polls % ACTOR_POLL_EVERY == 0):
             try:
@@ -236,11 +241,24 @@ class CockpitApp(App[int]):
 
     def _redraw_gpus(self) -> None:
         self._gpu_redraw = None
-        if self.snapshot is None:
+        if self.snapshot is not None:
+            self._rebuild_gpus()
+
+    @work(exclusive=True, group="gpu-redraw", exit_on_error=False, description="Updating the GPU view")
+    async def _rebuild_gpus(self) -> None:
+        self._show_gpu_fleet(await asyncio.to_thread(self.gpu_board.fleet))
+
+    def _show_gpu_fleet(self, fleet: GpuFleet | None) -> None:
+        """Show `fleet` unless a newer one is already shown (fleets are built on threads: order varies)."""
+        if fleet is None or (self.gpu_fleet is not None and fleet.generation < self.gpu_fleet.generation):
             return
-        self.gpu_fleet = self.gpu_board.fleet()
+        self.gpu_fleet = fleet
         if isinstance(self.screen, GpuScreen):
             self.screen.refresh_view()
+
+    def gpu_notice_changed(self) -> None:
+        if isinstance(self.screen, GpuScreen):
+            self.screen.show_notice()
 
     def toggle_high_res(self) -> None:
         self.high_res.toggle()
@@ -297,7 +315,10 @@ class CockpitApp(App[int]):
     @on(ClusterPolled)
     def _cluster_polled(self, message: ClusterPolled) -> None:
         self.snapshot = message.snapshot
-        self.gpu_fleet = message.gpus
+        if message.gpus is not None and (
+            self.gpu_fleet is None or message.gpus.generation >= self.gpu_fleet.generation
+        ):
+            self.gpu_fleet = message.gpus
         self.connection_state = "connected"
         self.connection_detail = ""
         self._failures = 0

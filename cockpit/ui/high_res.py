@@ -1,16 +1,19 @@
 """Provides high-resolution GPU mode (`h` on the GPU screen): 1 Hz readings from an agent on each node.
 
-One agent per node IP (nodes of a local cluster share their machine's GPUs, as their reporters do), at
-most `MAX_AGENTS`, run by the node's own Python: over the SSH link on the head and, tunnelled through the
-head, on the other nodes; as a subprocess for a local cluster. Readings go into the GPU board, and the
-GPU screen is redrawn at most once a second. Whatever fails is said in one line; the rows of a node whose
-agent failed keep the dashboard's readings.
+One agent per node IP that has GPUs (raylets on one machine share its GPUs, as their reporters do), at
+most `MAX_AGENTS`, run by the Python the node runs Ray with: over the SSH link on the head and, through
+the head, on the other nodes (with the head's user, key and known hosts unless the SSH config says
+otherwise); as a subprocess of the cockpit for a local cluster. An `http://` target has no way onto the
+nodes, and the login node's own GPUs are not the cluster's, so the mode says so and starts nothing.
+
+Readings go into the GPU board, and the GPU screen is redrawn at most once a second. Whatever fails is
+said in one line; the rows of a node whose agent failed keep the dashboard's readings. Turning the mode
+off ends the agents and closes the connections to the nodes.
 """
 
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +41,7 @@ class HighResMode:
         self.notice = ""
         self.error = False
         self._worker: Worker[None] | None = None
+        self._link: SshLink | None = None
         self._running: set[str] = set()
         self._failed: dict[str, str] = {}
         self._wanted = 0
@@ -48,14 +52,25 @@ class HighResMode:
             self.stop()
             self.notice = "high-resolution mode off: back to the dashboard's readings (every 5 s)"
             self.error = False
+            self.app.gpu_notice_changed()
         else:
             self.start()
 
     def start(self) -> None:
+        if self.app.snapshot is None:
+            self._say("high-resolution mode: wait for the first reading of the cluster, then press h again")
+            return
+        if self.app.target.kind == "http":
+            self._say(
+                "high-resolution mode needs SSH to the head (cockpit connect HOST): the agent runs on the "
+                "nodes, and this machine's GPUs are not the cluster's"
+            )
+            return
         self.on, self.error = True, False
         self._running.clear()
         self._failed.clear()
         self.notice = "high-resolution mode: starting the GPU agent on the nodes…"
+        self.app.gpu_notice_changed()
         self._worker = self.app.run_worker(
             self._run(), group="gpu-agents", exclusive=True, exit_on_error=False, description="GPU agents"
         )
@@ -69,26 +84,30 @@ class HighResMode:
         self.app.gpu_board.stop_agent()
         self.app.gpu_changed()
 
+    def _say(self, notice: str, error: bool = True) -> None:
+        self.notice, self.error = notice, error
+        self.app.gpu_notice_changed()
+
     async def _run(self) -> None:
         try:
             connection = await self.app.connection()
-        except Exception as exc:  # no cluster yet: one line, nothing started
+        except Exception as exc:  # the poller reports the connection; here one line is enough
             self._give_up(f"high-resolution mode off: no connection to the cluster ({exc})")
             return
         snapshot = self.app.snapshot
-        nodes = [n for n in snapshot.nodes if n.alive] if snapshot is not None else []
+        nodes = [n for n in snapshot.nodes if n.alive and (n.gpus or n.logical_gpus > 0)] if snapshot else []
         by_ip: dict[str, list[NodeSnapshot]] = {}
         for node in nodes:
             by_ip.setdefault(node.ip, []).append(node)
         if not by_ip:
-            self._give_up("high-resolution mode off: no alive node to run the agent on")
+            self._give_up("high-resolution mode off: no alive node has GPUs")
             return
         ips = list(by_ip)[:MAX_AGENTS]
         self._wanted, self._left_out = len(ips), max(0, len(by_ip) - MAX_AGENTS)
-        link = connection.link
-        head_ip = next((n.ip for n in nodes if n.is_head), "")
+        link = self._link = connection.link
+        head_ip = next((n.ip for n in snapshot.nodes if n.is_head), "") if snapshot else ""
         tasks = [
-            asyncio.create_task(self._one(ip, by_ip[ip], self._starter(link, ip, ip == head_ip, by_ip[ip])))
+            asyncio.create_task(self._one(ip, by_ip[ip], self._starter(link, ip == head_ip, ip, by_ip[ip])))
             for ip in ips
         ]
         try:
@@ -97,27 +116,27 @@ class HighResMode:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            if link is not None:
+                await link.close_node_connections()
 
     def _starter(
-        self, link: SshLink | None, ip: str, is_head: bool, nodes: list[NodeSnapshot]
+        self, link: SshLink | None, is_head: bool, ip: str, nodes: list[NodeSnapshot]
     ) -> Callable[[], Any]:
-        python = next((n.python for n in nodes if n.python), "")
-        if link is None:
-            return lambda: LocalAgent.start(python or sys.executable)
+        if link is None:  # a local cluster: its nodes are this machine (http targets never get here)
+            return LocalAgent.start
+        python = next((n.python for n in nodes if n.python), "") or FALLBACK_PYTHON
         host = None if is_head else ip
-        return lambda: SshAgent.start(
-            lambda command: link.start_process(command, host=host), python or FALLBACK_PYTHON
-        )
+        return lambda: SshAgent.start(lambda command: link.start_process(command, host=host), python)
 
     async def _one(self, ip: str, nodes: list[NodeSnapshot], start: Callable[[], Any]) -> None:
         board = self.app.gpu_board
+        node_ids = [node.node_id for node in nodes]
 
         def on_reading(reading: AgentReading) -> None:
             if ip not in self._running:
                 self._running.add(ip)
                 self._describe()
-            for node in nodes:
-                board.ingest_agent(node.node_id, reading.time, reading.gpus)
+            board.ingest_agent(node_ids, reading.time, reading.gpus)
             self.app.gpu_changed(coalesce=True)
 
         label = nodes[0].hostname or ip
@@ -126,16 +145,22 @@ class HighResMode:
         try:
             await stream_readings(start, on_reading, f"{label} [{ip}]")
         except AgentFailed as exc:
-            self._running.discard(ip)
-            self._failed[ip] = str(exc)
-            board.forget_agent([n.node_id for n in nodes])
-            self._describe()
+            reason = str(exc)
+        except Exception as exc:  # a bug must end this agent only, and say so
+            reason = f"{label} [{ip}]: {exc!r}"
+        else:
+            reason = f"{label} [{ip}]: the agent stopped"
+        self._running.discard(ip)
+        self._failed[ip] = reason
+        board.forget_agent(node_ids)
+        self.app.gpu_changed(coalesce=True)
+        self._describe()
 
     def _describe(self) -> None:
         failed = list(self._failed.values())
         if not self._running and len(failed) >= self._wanted:
-            more = f" (and {len(failed) - 1} more node(s))" if len(failed) > 1 else ""
-            self._give_up(f"high-resolution mode off: {failed[0]}{more}; showing the dashboard's readings")
+            more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+            self._give_up(f"high-resolution mode off: {failed[0]}{more}; h tries again")
             return
         running = len(self._running)
         parts = [f"high-resolution mode: 1 Hz readings from {running} of {self._wanted} node IP(s)"]
@@ -143,13 +168,12 @@ class HighResMode:
             parts.append(f"{self._left_out} more not covered (at most {MAX_AGENTS} agents)")
         if failed:
             parts.append(f"{len(failed)} failed: {failed[0]}")
-        self.notice, self.error = "; ".join(parts), bool(failed)
-        self.app.gpu_changed()
+        self._say("; ".join(parts), error=bool(failed))
 
     def _give_up(self, notice: str) -> None:
         self.on = False
-        self.notice, self.error = notice, True
-        self.app.notify(notice, title="GPU agent", severity="warning", timeout=12)
         self._running.clear()
         self.app.gpu_board.stop_agent()
         self.app.gpu_changed()
+        self._say(notice)
+        self.app.notify(notice, title="GPU agent", severity="warning", timeout=12)

@@ -245,24 +245,30 @@ async def test_processes_run_on_the_head_and_on_a_node_through_it(
     tmp_path: Path, ray_cluster: ClusterHandle, head: SshServer, jump: SshServer
 ) -> None:
     """What high-resolution GPU mode relies on: a command on the head, and one on another node reached
-    through the head (the second sshd plays a worker node), each checked against known_hosts."""
+    through the head by its bare IP (the second sshd plays a worker node). The SSH config names only the
+    head (user, key, known hosts), as on most clusters; a node pattern sets just the port here. The node
+    gets the head's user, key and known hosts, and an unknown node key is refused."""
+    known = tmp_path / "known_hosts"
+    known.write_text(head.known_hosts.read_text() + jump.known_hosts.read_text())
     config = tmp_path / "config"
-    unknown = tmp_path / "empty_known_hosts"
-    unknown.write_text("")
     config.write_text(
-        head.ssh_config_entry("head-node")
-        + jump.ssh_config_entry("worker-7")
-        + jump.ssh_config_entry("worker-8").replace(str(jump.known_hosts), str(unknown))
+        head.ssh_config_entry("head-node").replace(str(head.known_hosts), str(known))
+        + f"Host 127.0.0.1\n    Port {jump.port}\n"
+        + f"Host localhost\n    Port {jump.port}\n    UserKnownHostsFile {tmp_path / 'empty'}\n"
     )
+    (tmp_path / "empty").write_text("")
     options = ray_cluster.over_ssh(config)
     async with open_connection(parse_target("head-node"), options) as conn:
         assert conn.link is not None
         on_head = await conn.link.start_process("echo head $SSH_CONNECTION")
         head_line = await asyncio.wait_for(on_head.stdout.readline(), 10)
-        on_node = await conn.link.start_process("echo node $SSH_CONNECTION", host="worker-7")
+        on_node = await conn.link.start_process("echo node $SSH_CONNECTION", host="127.0.0.1")
         node_line = await asyncio.wait_for(on_node.stdout.readline(), 10)
         # SSH_CONNECTION ends with the server's port: each command ran behind the sshd it was meant for.
         assert head_line.split()[0] == "head" and head_line.split()[-1] == str(head.port)
         assert node_line.split()[0] == "node" and node_line.split()[-1] == str(jump.port)
         with pytest.raises(SshError, match="host key"):
-            await conn.link.start_process("true", host="worker-8")
+            await conn.link.start_process("true", host="localhost")
+        await conn.link.close_node_connections()
+        again = await conn.link.start_process("echo again", host="127.0.0.1")  # a fresh connection
+        assert (await asyncio.wait_for(again.stdout.readline(), 10)).strip() == "again"

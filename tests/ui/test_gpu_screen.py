@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from cockpit.core.connection import ConnectOptions
+from cockpit.core.gpu.remote import READ_PROGRAM
 from cockpit.core.targets import parse_target
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.screens.gpus import GpuScreen
@@ -27,6 +29,20 @@ DEMO_HOLDERS = {
     "Critic (critic) holds 0.5 GPU": 1,
     "RewardModel (reward) holds 0.5 GPU": 1,
 }
+
+
+def agent_processes() -> list[int]:
+    """Pids of running GPU agents (the program they run reads itself from stdin)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                command = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if READ_PROGRAM.encode() in command:
+                found.append(int(entry.name))
+    return found
 
 
 def text(app: CockpitApp) -> str:
@@ -112,9 +128,11 @@ async def test_high_resolution_streams_agent_readings_then_turns_off(
         shown = text(app)
         assert "80.0 GiB" in shown and "300 W" in shown and "60°C" in shown and "pid 4242" in shown
         assert app.gpu_fleet is not None and {r.source for r in app.gpu_fleet.rows} == {"agent"}
+        assert agent_processes()
         await pilot.press("h")
         await until(pilot, lambda: "no GPU telemetry" in text(app), timeout=30)
         assert "high-resolution mode off" in notice(app) and not app.high_res.on
+        await until(pilot, lambda: not agent_processes(), timeout=15)  # the agent ended with the mode
 
 
 @pytest.mark.ssh
@@ -137,3 +155,14 @@ async def test_high_resolution_over_ssh_runs_the_agent_on_the_head(
             assert text(app).count("no GPU telemetry (logical GPU") == 6
     finally:
         server.stop()
+
+
+async def test_high_resolution_needs_ssh_for_an_http_target(ray_cluster: ClusterHandle) -> None:
+    """Through a plain dashboard URL nothing can reach the nodes, and this machine's GPUs are not theirs."""
+    target = parse_target(f"http://127.0.0.1:{ray_cluster.cluster.dashboard_port}")
+    app = CockpitApp(target, ConnectOptions(token_file=str(ray_cluster.token_file)))
+    async with app.run_test(size=(160, 30)) as pilot:
+        await open_gpu_screen(app, pilot)
+        await pilot.press("h")
+        assert "needs SSH to the head" in notice(app) and not app.high_res.on
+        assert not agent_processes()

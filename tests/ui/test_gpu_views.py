@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from rich.style import Style
@@ -59,7 +60,7 @@ async def test_heatmap_1024x8_fits_one_200x50_screen_snapshot() -> None:
     _board, fleet = synthetic_fleet()
     heatmap = GpuHeatmap()
     async with Host(heatmap).run_test(size=SIZE) as pilot:
-        heatmap.show(fleet, now=fleet.cluster_time)
+        heatmap.show(fleet)
         await pilot.pause()
         # 1,024 nodes in one screen: 21 nodes x 8 GPUs per row, two node rows per terminal row.
         assert heatmap.nodes_per_line == 21 and heatmap.text_rows == 25 <= SIZE[1] - 6
@@ -73,16 +74,15 @@ async def test_heatmap_1024x8_fits_one_200x50_screen_snapshot() -> None:
         # Every class of GPU the view knows appears in the synthetic cluster.
         assert set("".join(grid)) >= set("xnsaI12345 0123456789")  # no "o": <5% while a job runs is "I"
         # Colours: the upper half of a cell is its node row's class colour, the lower half the next row's.
-        strip = list(heatmap.render_line(0))
-        cells = [seg for seg in strip if seg.text == "▀"]
+        cells = [seg.style for seg in heatmap.render_line(0) for char in seg.text if char == "▀"]
         top, bottom = heatmap._cells[0], heatmap._cells[21]
         for gpu in range(1, 8):  # GPU 0 of node 0 holds the cursor
             expected = Style(
                 color=heatmap._class_style(top[gpu]).color,
                 bgcolor=heatmap._class_style(bottom[gpu]).color if bottom[gpu] != EMPTY else None,
             )
-            assert cells[gpu].style is not None and cells[gpu].style.color == expected.color
-            assert cells[gpu].style.bgcolor == expected.bgcolor
+            style = cells[gpu]
+            assert style is not None and style.color == expected.color and style.bgcolor == expected.bgcolor
         assert len(CLASSES) == 11
 
 
@@ -95,7 +95,7 @@ async def test_heatmap_keys_move_the_cursor_and_enter_opens_the_node() -> None:
         size=(80, 24),
         message_hook=lambda m: chosen.append(m) if isinstance(m, GpuHeatmap.NodeChosen) else None,
     ) as pilot:
-        heatmap.show(fleet, now=fleet.cluster_time)
+        heatmap.show(fleet)
         heatmap.focus()
         await pilot.pause()
         per_line = heatmap.nodes_per_line
@@ -159,3 +159,51 @@ async def test_list_sorted_by_utilization_puts_idle_gpus_first_at_80_columns() -
         visible = ["".join(s.text for s in gpu_list.render_line(y)) for y in range(24)]
         assert all(len(line) == 80 for line in visible)
         assert "Node" in visible[0] and " 0% " in visible[1] and "IDLE" in visible[1]
+
+
+async def test_heatmap_cursor_walks_nodes_with_fewer_gpus() -> None:
+    """Right and left step GPU by GPU and cross into the next node whatever its size (MIG, 4-GPU nodes)."""
+    nodes = list(synthetic_nodes(6, 8))
+    nodes[1] = replace(nodes[1], gpus=nodes[1].gpus[:3])
+    board = GpuBoard()
+    board.ingest_nodes(tuple(nodes), job_running=False, local_time=T0)
+    heatmap = GpuHeatmap()
+    async with Host(heatmap).run_test(size=(80, 24)) as pilot:
+        heatmap.show(board.fleet())
+        heatmap.focus()
+        await pilot.pause()
+        for _ in range(8):
+            await pilot.press("right")
+        assert heatmap.cursor == (1, 0)
+        await pilot.press("right", "right", "right")
+        assert heatmap.cursor == (2, 0)  # node 1 has 3 GPUs: the fourth step leaves it
+        await pilot.press("left")
+        assert heatmap.cursor == (1, 2)
+        row = heatmap.cursor_row
+        assert row is not None and row.node.node_id == nodes[1].node_id and row.gpu_index == 2
+        # A new fleet without node 0: the cursor stays on the same GPU of the same node.
+        board.ingest_nodes(tuple(nodes[1:]), job_running=False, local_time=T0 + 1)
+        heatmap.show(board.fleet())
+        assert heatmap.cursor == (0, 2) and heatmap.cursor_row is not None
+        assert heatmap.cursor_row.node.node_id == nodes[1].node_id
+
+
+async def test_list_pages_without_skipping_rows_under_the_header() -> None:
+    board, fleet = synthetic_fleet(16, 8)
+    gpu_list = GpuList()
+    async with Host(gpu_list).run_test(size=(120, 12)) as pilot:
+        gpu_list.show(fleet, "node", "", board.history, now=fleet.cluster_time)
+        gpu_list.focus()
+        await pilot.pause()
+        height = gpu_list.scrollable_content_region.height
+        seen: list[str] = []
+        for _ in range(6):
+            seen += ["".join(s.text for s in gpu_list.render_line(y)) for y in range(1, height)]
+            await pilot.press("pagedown")
+            await pilot.pause()
+        lines = gpu_list.text_lines()[1:]
+        shown = [line.rstrip() for line in seen]
+        first_pages = [line[:120].rstrip() for line in lines[: len(shown)]]
+        assert shown[: len(first_pages)] == first_pages  # every row once, in order: none skipped
+        header = "".join(s.text for s in gpu_list.render_line(0))
+        assert header.lstrip().startswith("GPU Util")  # still on top after paging

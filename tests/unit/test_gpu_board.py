@@ -155,7 +155,7 @@ def test_agent_readings_replace_the_dashboards_and_fall_back() -> None:
     reading = (GpuSample(index=0, name="agent GPU", uuid="u", utilization=99.0, memory_used_mib=1.0,
                          memory_total_mib=2.0, power_w=1.0, temperature_c=40.0),)  # fmt: skip
     assert node.sample_time is not None
-    board.ingest_agent(node.node_id, node.sample_time + 1, reading)
+    board.ingest_agent([node.node_id], node.sample_time + 1, reading)
     rows = [r for r in board.fleet().rows if r.node.node_id == node.node_id]
     assert [(r.source, r.gpu.name if r.gpu else "") for r in rows] == [("agent", "agent GPU")]
     board.forget_agent([node.node_id])
@@ -166,17 +166,18 @@ def test_agent_readings_replace_the_dashboards_and_fall_back() -> None:
 def test_history_holds_readings_and_leaves_long_gaps_empty() -> None:
     history = UtilHistory()
     for second in range(0, 100, 5):
-        history.record("g", T0 + second, 40.0)
-    series = history.series("g", T0 + 99, HISTORY_SECONDS)
-    assert series[-100:-5] == [40] * 95  # held between the 5-s readings
-    assert series[:-100] == [None] * (HISTORY_SECONDS - 100)
-    history.record("g", T0 + 100 + HOLD_SECONDS + 50, 80.0)
-    after = history.series("g", T0 + 100 + HOLD_SECONDS + 50, HISTORY_SECONDS)
+        history.record("g", T0 + second, 10.0 * (second % 10 == 0) + 40.0)  # 50, 40, 50, 40 ...
+    series = history.series("g", T0 + 95, HISTORY_SECONDS)
+    # Each reading holds until the next: 50 for seconds 0-4, 40 for 5-9, ...
+    assert series[-96:-86] == [50] * 5 + [40] * 5
+    assert series[:-96] == [None] * (HISTORY_SECONDS - 96)
+    history.record("g", T0 + 95 + HOLD_SECONDS + 50, 80.0)
+    after = history.series("g", T0 + 95 + HOLD_SECONDS + 50, HISTORY_SECONDS)
     assert after[-1] == 80 and after[-2] is None  # a gap longer than HOLD_SECONDS is not drawn
-    coarse = history.series("g", T0 + 100 + HOLD_SECONDS + 50, 10)
+    coarse = history.series("g", T0 + 95 + HOLD_SECONDS + 50, 10)
     assert len(coarse) == 10 and max(v for v in coarse if v is not None) == 80
     history.record("g", T0, 100.0)  # older than the newest: ignored
-    assert history.series("g", T0 + 100 + HOLD_SECONDS + 50, HISTORY_SECONDS) == after
+    assert history.series("g", T0 + 95 + HOLD_SECONDS + 50, HISTORY_SECONDS) == after
     history.forget(set())
     assert len(history) == 0 and history.series("g", T0, 3) == [None, None, None]
 
@@ -204,3 +205,58 @@ def test_history_of_na_readings_is_empty() -> None:
 )
 def test_roles_from_framework_names(class_name: str, name: str, role: str) -> None:
     assert role_of(class_name, name) == role
+
+
+def test_a_cluster_whose_readings_all_stop_turns_stale() -> None:
+    """Ages run on the login node's clock minus the smallest lag seen, so frozen readings age."""
+    nodes = synthetic_nodes(3, 2)
+    fresh = tuple(n for n in nodes if n.alive and n.sample_time is not None and n.sample_time > T0 - 10)
+    board = GpuBoard()
+    board.ingest_nodes(fresh, job_running=False, local_time=T0 + 100)  # login clock 100 s ahead
+    assert board.fleet().totals.stale == 0
+    board.ingest_nodes(fresh, job_running=False, local_time=T0 + 160)  # same readings, a minute later
+    fleet = board.fleet()
+    assert fleet.totals.stale == fleet.totals.with_telemetry > 0
+
+
+def test_a_poll_older_than_the_last_is_ignored() -> None:
+    board = GpuBoard()
+    board.ingest_nodes(synthetic_nodes(2, 2), job_running=False, local_time=T0 + 10)
+    generation = board.generation
+    board.ingest_nodes(synthetic_nodes(5, 2), job_running=False, local_time=T0 + 5)
+    assert len(board.fleet().nodes) == 2 and board.generation == generation
+    board.ingest_nodes(synthetic_nodes(5, 2), job_running=False, local_time=T0 + 15)
+    fleet = board.fleet()
+    assert len(fleet.nodes) == 5 and fleet.generation == board.generation > generation
+
+
+def test_raylets_sharing_a_host_count_its_gpus_once_and_share_its_actors() -> None:
+    nodes = summary_nodes()
+    amd = next(n for n in nodes if n.gpus)
+    twin = NodeSnapshot(
+        node_id="f" * 56, ip=amd.ip, hostname=amd.hostname, is_head=False, state="ALIVE", state_message="",
+        start_time=amd.start_time, end_time=None, logical_cpus=1, logical_gpus=2, gpus=amd.gpus,
+        sample_time=amd.sample_time,
+    )  # fmt: skip
+    fleet = fleet_of((amd, twin), [amd_trainer(amd)])
+    assert len(fleet.rows) == 4 and fleet.totals.with_telemetry == 2  # two GPUs, reported twice
+    assert fleet.totals.memory_used_mib == 12288 + 256
+    twin_gpu0 = next(r for r in fleet.rows if r.node is twin and r.gpu_index == 0)
+    assert [a.name for a in fleet.actors_on(twin_gpu0)] == ["amd_trainer"]  # same host, same pid space
+
+
+def test_memory_total_is_na_when_no_gpu_reports_memory() -> None:
+    gpu = GpuSample(index=0, name="x", uuid="", utilization=5.0, memory_used_mib=NA, memory_total_mib=NA,
+                    power_w=NA, temperature_c=NA)  # fmt: skip
+    node = NodeSnapshot(
+        node_id="n1", ip="10.0.0.1", hostname="h", is_head=True, state="ALIVE", state_message="",
+        start_time=T0, end_time=None, logical_cpus=1, logical_gpus=1, gpus=(gpu,), sample_time=T0,
+    )  # fmt: skip
+    totals = fleet_of((node,)).totals
+    assert totals.memory_used_mib is NA and totals.memory_total_mib is NA
+
+
+def test_worker_python_from_the_captured_raylet_command_line() -> None:
+    doc = json.loads((SAMPLES / "node_detail.json").read_text())
+    assert parse.worker_python(doc["data"]["detail"]["cmdline"]) == "/opt/venv/bin/python3"
+    assert parse.worker_python(["raylet", "--node_id=x"]) == ""

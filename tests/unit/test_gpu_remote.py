@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import AsyncIterator
 
+import asyncssh
 import pytest
 
 from cockpit.core.gpu.remote import (
@@ -79,3 +81,39 @@ async def test_agent_streams_readings_through_the_nvml_backend(monkeypatch: pyte
     assert [p.pid for p in first.gpus[0].processes] == [4242]
     assert readings[1].time > first.time
     assert started[0]._proc.returncode is not None  # the agent process ended with the stream
+
+
+class DroppedStream:
+    """An agent whose SSH channel dies after one reading (what a link drop does to the stream)."""
+
+    reason = ""
+
+    def __init__(self) -> None:
+        self.stopped = False
+
+    async def lines(self) -> AsyncIterator[str]:
+        yield '{"time": 1.0, "vendor": "nvidia", "gpus": []}'
+        raise asyncssh.ConnectionLost("Connection lost")
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+
+async def test_a_broken_stream_is_one_line_and_the_agent_is_stopped() -> None:
+    agent = DroppedStream()
+    readings: list[AgentReading] = []
+
+    async def start() -> DroppedStream:
+        return agent
+
+    with pytest.raises(AgentFailed, match=r"^node-3: the agent's stream broke \(Connection lost\)$"):
+        await stream_readings(start, readings.append, "node-3")
+    assert len(readings) == 1 and agent.stopped
+
+
+async def test_an_agent_that_cannot_start_is_one_line() -> None:
+    async def start() -> DroppedStream:
+        raise OSError("No such file or directory: '/opt/venv/bin/python3'")
+
+    with pytest.raises(AgentFailed, match=r"^node-3: cannot start the agent \(No such file"):
+        await stream_readings(start, lambda _r: None, "node-3")

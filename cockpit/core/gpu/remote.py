@@ -17,6 +17,7 @@ import contextlib
 import json
 import shlex
 import sys
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -129,6 +130,8 @@ class AgentFailed(Exception):
 class AgentProcess(Protocol):
     """A running agent: lines of stdout, then the reason it ended."""
 
+    reason: str
+
     def lines(self) -> AsyncIterator[str]: ...
 
     async def stop(self) -> None: ...
@@ -140,26 +143,47 @@ async def stream_readings(
     """Start one agent and feed its readings to `on_reading` until it ends or the caller cancels.
 
     Raises:
-        AgentFailed: with the agent's own last stderr line (or why it could not start).
+        AgentFailed: always, when the agent ends (with its own last stderr line), could not start, or its
+            stream broke (a dropped SSH connection): one line that starts with `label`.
     """
     try:
         agent: AgentProcess = await start()
-    except AgentFailed:
-        raise
     except Exception as exc:  # an SSH or OS error starting it: one line, the view goes on
         raise AgentFailed(f"{label}: cannot start the agent ({exc})") from None
-    readings = 0
     try:
         async for line in agent.lines():
             reading = parse_reading(line)
             if reading is not None:
-                readings += 1
                 on_reading(reading)
+    except Exception as exc:  # the connection under the stream dropped
+        raise AgentFailed(f"{label}: the agent's stream broke ({exc or type(exc).__name__})") from None
     finally:
         with contextlib.suppress(Exception):
             await agent.stop()
-    reason = getattr(agent, "reason", "") or "the agent stopped"
-    raise AgentFailed(f"{label}: {reason}")
+    raise AgentFailed(f"{label}: {agent.reason or 'the agent stopped'}")
+
+
+class _Stderr:
+    """Drains a stderr stream as it comes (so a chatty agent never blocks on a full pipe), keeping the
+    last lines for the reason it ended."""
+
+    def __init__(self, stream: Any) -> None:
+        self.tail: deque[str] = deque(maxlen=20)
+        self._task = asyncio.get_running_loop().create_task(self._drain(stream))
+
+    async def _drain(self, stream: Any) -> None:
+        async for raw in stream:
+            line = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+            if line.strip():
+                self.tail.append(line.strip())
+
+    async def last_line(self) -> str:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.shield(self._task), 5)
+        return self.tail[-1] if self.tail else ""
+
+    def cancel(self) -> None:
+        self._task.cancel()
 
 
 class LocalAgent:
@@ -167,6 +191,8 @@ class LocalAgent:
 
     def __init__(self, proc: asyncio.subprocess.Process) -> None:
         self._proc = proc
+        assert proc.stderr is not None
+        self._stderr = _Stderr(proc.stderr)
         self.reason = ""
 
     @classmethod
@@ -186,14 +212,14 @@ class LocalAgent:
         return cls(proc)
 
     async def lines(self) -> AsyncIterator[str]:
-        assert self._proc.stdout is not None and self._proc.stderr is not None
+        assert self._proc.stdout is not None
         async for raw in self._proc.stdout:
             yield raw.decode(errors="replace")
-        err = (await self._proc.stderr.read()).decode(errors="replace")
         code = await self._proc.wait()
-        self.reason = _last_line(err) or f"the agent exited with status {code}"
+        self.reason = await self._stderr.last_line() or f"the agent exited with status {code}"
 
     async def stop(self) -> None:
+        self._stderr.cancel()
         if self._proc.returncode is None:
             self._proc.kill()
             await self._proc.wait()
@@ -204,6 +230,7 @@ class SshAgent:
 
     def __init__(self, process: Any) -> None:
         self._process = process
+        self._stderr = _Stderr(process.stderr)
         self.reason = ""
 
     @classmethod
@@ -217,15 +244,18 @@ class SshAgent:
     async def lines(self) -> AsyncIterator[str]:
         async for line in self._process.stdout:
             yield line
-        err = await self._process.stderr.read()
         await self._process.wait_closed()
         status = self._process.exit_status
+        last = await self._stderr.last_line()
         if status == 127:
-            self.reason = f"the cluster's Python was not found there ({_last_line(err)})"
+            self.reason = f"the cluster's Python was not found there ({last})"
         else:
-            self.reason = _last_line(err) or f"the agent exited with status {status}"
+            self.reason = last or f"the agent exited with status {status}"
 
     async def stop(self) -> None:
+        self._stderr.cancel()
+        with contextlib.suppress(Exception):
+            self._process.terminate()  # a signal request; the closed channel ends it at its next write
         self._process.close()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._process.wait_closed(), 5)

@@ -106,7 +106,7 @@ class GpuScreen(CockpitScreen):
             self.query_one(GpuList).fleet = None
         else:
             self.query_one(GpuList).show(fleet, self.sort, self.node_filter, self.cockpit.gpu_board.history)
-        self._show_notice()
+        self.show_notice()
 
     def _totals_text(self, fleet: GpuFleet) -> Text:
         totals = fleet.totals
@@ -140,7 +140,7 @@ class GpuScreen(CockpitScreen):
             text.append(" · job running", style="dim")
         return text
 
-    def _show_notice(self) -> None:
+    def show_notice(self) -> None:
         notice = self.query_one("#gpu-notice", Static)
         message, error = self.cockpit.high_res_notice()
         notice.update(Text(message, no_wrap=True, overflow="ellipsis"))
@@ -191,7 +191,7 @@ class GpuScreen(CockpitScreen):
 
     def action_toggle_high_res(self) -> None:
         self.cockpit.toggle_high_res()
-        self._show_notice()
+        self.show_notice()
 
     @on(GpuHeatmap.NodeChosen)
     def _node_chosen(self, event: GpuHeatmap.NodeChosen) -> None:

@@ -8,6 +8,7 @@ holds 21 nodes x 8 GPUs per row and 1,024 nodes in 25 rows. `show` reduces every
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -22,10 +23,10 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from cockpit.core.gpu_board import IDLE_BELOW, GpuFleet, GpuRow, is_stale
-from cockpit.core.snapshots import NA, NodeSnapshot
+from cockpit.core.gpu_board import IDLE_BELOW, GpuFleet, GpuRow
+from cockpit.core.snapshots import NodeSnapshot
 
-CLASSES = (
+CLASSES = (  # in the order of the fleet's state codes (cockpit.core.gpu_board: DEAD ... U0 + 5)
     "dead",
     "none",
     "stale",
@@ -38,9 +39,10 @@ CLASSES = (
     "u4",
     "u5",
 )
-"""Colour classes, by index; a cell's byte is its index here (EMPTY for padding)."""
-DEAD, NONE, STALE, NA_CLASS, IDLE_JOB, U0 = range(6)
+"""Colour classes, by state code; a cell's byte is its state (EMPTY for padding)."""
 EMPTY = 255
+CURSOR = 254
+"""The cell under the cursor (drawn in the cursor colour)."""
 LEGEND = (
     ("u5", "≥90%"),
     ("u4", "75-90"),
@@ -56,36 +58,6 @@ LEGEND = (
 )
 LABEL_WIDTH = 6
 """The node number at the start of each row ("  1024 ")."""
-
-
-def util_class(utilization: float) -> int:
-    if utilization < IDLE_BELOW:
-        return U0
-    if utilization < 25:
-        return U0 + 1
-    if utilization < 50:
-        return U0 + 2
-    if utilization < 75:
-        return U0 + 3
-    if utilization < 90:
-        return U0 + 4
-    return U0 + 5
-
-
-def cell_class(fleet: GpuFleet, row: GpuRow, now: float) -> int:
-    if not row.node.alive:
-        return DEAD
-    gpu = row.gpu
-    if gpu is None:
-        return NONE
-    if is_stale(row, now):
-        return STALE
-    if gpu.utilization is NA:
-        return NA_CLASS
-    util = float(gpu.utilization)
-    if util < IDLE_BELOW and fleet.job_running:
-        return IDLE_JOB
-    return util_class(util)
 
 
 class GpuHeatmap(ScrollView, can_focus=True):
@@ -149,50 +121,67 @@ class GpuHeatmap(ScrollView, can_focus=True):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:  # noqa: A002
         super().__init__(id=id, classes=classes)
         self.fleet: GpuFleet | None = None
-        self._map_nodes: list[NodeSnapshot] = []
-        self._rows: list[list[GpuRow]] = []
+        self._members: list[Sequence[int]] = []
+        """Per node in the map, the indices of its rows in the fleet."""
         self._cells: list[bytes] = []
+        """Per node in the map, the state of each of its GPUs (the fleet's state codes)."""
         self._per_node = 1
         """GPU cells per node: the most GPUs any node has."""
         self.cursor = (0, 0)
         """(node number, GPU number) in the map."""
+        self._cursor_key: tuple[str, int] | None = None
+        """The cursor's GPU as (node id, GPU index), once the user moved it."""
         self._version = 0
         self._strips: LRUCache[tuple[object, ...], Strip] = LRUCache(256)
-        self._pairs: dict[tuple[int, int], Style] = {}
+        self._pairs: list[Style | None] = [None] * 65536
+        """Half-block styles by (upper state << 8) | lower state, made on first use."""
+        self._named: dict[str, Style] = {}
+        self._plain_style: Style | None = None
 
     # -- data --------------------------------------------------------------------------------------
 
-    def show(self, fleet: GpuFleet, node_filter: str = "", now: float | None = None) -> None:
-        """Colour every GPU of `fleet` (one pass); `now` on the cluster's clock, for a fixed picture."""
+    def show(self, fleet: GpuFleet, node_filter: str = "") -> None:
+        """Take each GPU's state from `fleet` (computed with it, off the UI thread): O(nodes) here."""
         self.fleet = fleet
-        now = fleet.now() if now is None else now
-        nodes: list[NodeSnapshot] = []
-        rows: list[list[GpuRow]] = []
-        cells: list[bytes] = []
-        current: NodeSnapshot | None = None
-        group: list[GpuRow] = []
-        classes: list[int] = []
-        for row in fleet.ordered("node", node_filter):
-            if row.node is not current:
-                if current is not None:
-                    nodes.append(current)
-                    rows.append(group)
-                    cells.append(bytes(classes))
-                current, group, classes = row.node, [], []
-            group.append(row)
-            classes.append(cell_class(fleet, row, now))
-        if current is not None:
-            nodes.append(current)
-            rows.append(group)
-            cells.append(bytes(classes))
-        self._map_nodes, self._rows, self._cells = nodes, rows, cells
+        states, groups = fleet.states, fleet.groups
+        members: list[Sequence[int]]
+        if node_filter.strip():
+            order = fleet.order("node", node_filter)
+            runs: list[list[int]] = []
+            rows = fleet.rows
+            for index in order:
+                if runs and rows[runs[-1][0]].node is rows[index].node:
+                    runs[-1].append(index)
+                else:
+                    runs.append([index])
+            members = list(runs)
+            cells = [bytes(states[i] for i in indices) for indices in runs]
+        else:
+            members = [range(groups[g], groups[g + 1]) for g in range(len(groups) - 1)]
+            cells = [states[groups[g] : groups[g + 1]] for g in range(len(groups) - 1)]
+        self._members, self._cells = members, cells
         self._per_node = max((len(c) for c in cells), default=1)
-        node, gpu = self.cursor
-        self.cursor = (min(node, max(0, len(nodes) - 1)), gpu)
+        self.cursor = self._find_cursor(fleet)
         self._version += 1
         self._sync_size()
         self.refresh()
         self.post_message(self.CursorMoved(self, self.cursor_row))
+
+    def _find_cursor(self, fleet: GpuFleet) -> tuple[int, int]:
+        """The cursor stays on its GPU (node id, GPU number) when nodes come, go or are filtered out."""
+        if not self._cells:
+            return (0, 0)
+        if self._cursor_key is not None:
+            node_id, gpu_index = self._cursor_key
+            for node, members in enumerate(self._members):
+                if fleet.rows[members[0]].node.node_id == node_id:
+                    for gpu, index in enumerate(members):
+                        if fleet.rows[index].gpu_index == gpu_index:
+                            return (node, gpu)
+                    return (node, 0)
+        node, gpu = self.cursor
+        node = min(node, len(self._cells) - 1)
+        return (node, min(gpu, len(self._cells[node]) - 1))
 
     @property
     def nodes_per_line(self) -> int:
@@ -200,15 +189,16 @@ class GpuHeatmap(ScrollView, can_focus=True):
 
     @property
     def text_rows(self) -> int:
-        node_rows = -(-len(self._map_nodes) // self.nodes_per_line)
+        node_rows = -(-len(self._cells) // self.nodes_per_line)
         return (node_rows + 1) // 2
 
     @property
     def cursor_row(self) -> GpuRow | None:
         node, gpu = self.cursor
-        if node >= len(self._rows) or gpu >= len(self._rows[node]):
+        if self.fleet is None or node >= len(self._members) or gpu >= len(self._members[node]):
             return None
-        return self._rows[node][gpu]
+        row: GpuRow = self.fleet.rows[self._members[node][gpu]]
+        return row
 
     def _sync_size(self) -> None:
         self.virtual_size = Size(self.size.width, self.text_rows)
@@ -220,20 +210,28 @@ class GpuHeatmap(ScrollView, can_focus=True):
     # -- keys --------------------------------------------------------------------------------------
 
     def action_move(self, node_rows: int, gpus: int) -> None:
-        if not self._map_nodes:
+        if not self._cells:
             return
         node, gpu = self.cursor
-        if gpus:
-            flat = node * self._per_node + gpu + gpus
-            node, gpu = divmod(max(0, min(flat, len(self._map_nodes) * self._per_node - 1)), self._per_node)
+        if gpus > 0:  # next GPU, else the first of the next node
+            if gpu + 1 < len(self._cells[node]):
+                gpu += 1
+            elif node + 1 < len(self._cells):
+                node, gpu = node + 1, 0
+        elif gpus < 0:  # previous GPU, else the last of the previous node
+            if gpu > 0:
+                gpu -= 1
+            elif node > 0:
+                node -= 1
+                gpu = len(self._cells[node]) - 1
         if node_rows:
-            node = max(0, min(len(self._map_nodes) - 1, node + node_rows * self.nodes_per_line))
+            node = max(0, min(len(self._cells) - 1, node + node_rows * self.nodes_per_line))
         gpu = min(gpu, max(0, len(self._cells[node]) - 1))
         self._set_cursor(node, gpu)
 
     def action_jump(self, where: int) -> None:
-        if self._map_nodes:
-            node = 0 if where == 0 else len(self._map_nodes) - 1
+        if self._cells:
+            node = 0 if where == 0 else len(self._cells) - 1
             self._set_cursor(node, 0 if where == 0 else len(self._cells[node]) - 1)
 
     def action_choose(self) -> None:
@@ -251,14 +249,18 @@ class GpuHeatmap(ScrollView, can_focus=True):
         column, gpu = divmod(x, self._per_node + 1)
         if column >= self.nodes_per_line or gpu >= self._per_node:
             return
-        node = (y * 2) * self.nodes_per_line + column
-        if node < len(self._map_nodes) and gpu < len(self._cells[node]):
+        # A terminal row holds two node rows; a second click on the cell picks the lower one.
+        upper = (y * 2) * self.nodes_per_line + column
+        node = upper + self.nodes_per_line if self.cursor == (upper, gpu) else upper
+        if node < len(self._cells) and gpu < len(self._cells[node]):
             self._set_cursor(node, gpu)
 
     def _set_cursor(self, node: int, gpu: int) -> None:
         if (node, gpu) == self.cursor:
             return
         self.cursor = (node, gpu)
+        row = self.cursor_row
+        self._cursor_key = (row.node.node_id, row.gpu_index) if row is not None else None
         self._version += 1
         self.refresh()
         line = (node // self.nodes_per_line) // 2
@@ -267,24 +269,35 @@ class GpuHeatmap(ScrollView, can_focus=True):
 
     # -- rendering ---------------------------------------------------------------------------------
 
+    @property
+    def _plain(self) -> Style:
+        """The widget's own style (`rich_style` walks the ancestors on every access: cached here)."""
+        if self._plain_style is None:
+            self._plain_style = self.rich_style
+        return self._plain_style
+
     def _class_style(self, index: int) -> Style:
         if index == EMPTY:
-            return self.rich_style
-        name = "cursor" if index == -1 else CLASSES[index]
-        return self.get_component_rich_style(f"gpu-heatmap--{name}", partial=True)
+            return self._plain
+        name = "cursor" if index == CURSOR else CLASSES[index]
+        return self._class_style_named(name)
 
-    def _pair(self, top: int, bottom: int) -> Style:
-        style = self._pairs.get((top, bottom))
+    def _pair(self, key: int) -> Style:
+        """The style of a half-block cell: `key` is (upper state << 8) | lower state."""
+        style = self._pairs[key]
         if style is None:
-            upper = self._class_style(top).color if top != EMPTY else self.rich_style.bgcolor
-            lower = self._class_style(bottom).color if bottom != EMPTY else self.rich_style.bgcolor
-            style = Style(color=upper, bgcolor=lower)
-            self._pairs[(top, bottom)] = style
+            top, bottom = key >> 8, key & 0xFF
+            upper = self._class_style(top).color if top != EMPTY else self._plain.bgcolor
+            lower = self._class_style(bottom).color if bottom != EMPTY else self._plain.bgcolor
+            style = self._pairs[key] = Style(color=upper, bgcolor=lower)
         return style
 
     def notify_style_update(self) -> None:
+        """Theme, focus or CSS changed: colours and rendered rows are stale."""
         super().notify_style_update()
-        self._pairs.clear()
+        self._plain_style = None
+        self._named.clear()
+        self._pairs = [None] * 65536
         self._strips.clear()
 
     def render_line(self, y: int) -> Strip:
@@ -293,41 +306,52 @@ class GpuHeatmap(ScrollView, can_focus=True):
         key = (line, width, self._version)
         strip = self._strips.get(key)
         if strip is None:
-            strip = self._render_row(line, width).crop_extend(0, width, self.rich_style)
+            strip = self._render_row(line, width).crop_extend(0, width, self._plain)
             self._strips[key] = strip
         return strip
 
     def _render_row(self, line: int, width: int) -> Strip:
         per_line = self.nodes_per_line
         top_first = line * 2 * per_line
-        if top_first >= len(self._map_nodes):
-            return Strip.blank(width, self.rich_style)
-        label_style = self.rich_style + self._class_style_named("label")
+        if top_first >= len(self._cells):
+            return Strip.blank(width, self._plain)
+        label_style = self._plain + self._class_style_named("label")
         segments = [Segment(f"{top_first:>{LABEL_WIDTH - 1}} ", label_style)]
         cursor_node, cursor_gpu = self.cursor
-        gap = Segment(" ", self.rich_style)
-        empty = bytes([EMPTY]) * self._per_node
+        gap = Segment(" ", self._plain)
+        per_node = self._per_node
+        cells = self._cells
+        pad = bytes([EMPTY]) * per_node
+        pair = self._pair
         for column in range(per_line):
             top_node = top_first + column
-            if top_node >= len(self._cells):
+            if top_node >= len(cells):
                 break
             bottom_node = top_node + per_line
-            top = self._cells[top_node] if top_node < len(self._cells) else empty
-            bottom = self._cells[bottom_node] if bottom_node < len(self._cells) else empty
-            for gpu in range(self._per_node):
-                upper = top[gpu] if gpu < len(top) else EMPTY
-                lower = bottom[gpu] if gpu < len(bottom) else EMPTY
-                if gpu == cursor_gpu:
-                    if top_node == cursor_node:
-                        upper = -1
-                    elif bottom_node == cursor_node:
-                        lower = -1
-                segments.append(Segment("▀", self._pair(upper, lower)))
+            top = (cells[top_node] + pad)[:per_node]
+            bottom = (cells[bottom_node] + pad)[:per_node] if bottom_node < len(cells) else pad
+            keys = [(upper << 8) | lower for upper, lower in zip(top, bottom, strict=True)]
+            if top_node == cursor_node and cursor_gpu < per_node:
+                keys[cursor_gpu] = (CURSOR << 8) | bottom[cursor_gpu]
+            elif bottom_node == cursor_node and cursor_gpu < per_node:
+                keys[cursor_gpu] = (top[cursor_gpu] << 8) | CURSOR
+            # One segment per run of equal cells: fewer segments for Textual's per-segment filters.
+            run_key, run = keys[0], 1
+            for key in keys[1:]:
+                if key == run_key:
+                    run += 1
+                    continue
+                segments.append(Segment("▀" * run, pair(run_key)))
+                run_key, run = key, 1
+            segments.append(Segment("▀" * run, pair(run_key)))
             segments.append(gap)
         return Strip(segments)
 
     def _class_style_named(self, name: str) -> Style:
-        return self.get_component_rich_style(f"gpu-heatmap--{name}", partial=True)
+        style = self._named.get(name)
+        if style is None:
+            style = self._named[name] = self.get_component_rich_style(f"gpu-heatmap--{name}", partial=True)
+        return style
 
     def legend(self) -> Text:
         """The colour key, in the map's own colours."""

@@ -8,6 +8,9 @@ stays put while the rows scroll under it.
 from __future__ import annotations
 
 import time
+from bisect import bisect_right
+from collections.abc import Sequence
+from itertools import accumulate
 from typing import ClassVar, Literal, NamedTuple
 
 from rich.segment import Segment
@@ -17,7 +20,7 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from cockpit.core.gpu_board import GpuFleet, GpuRow, SortKey, is_stale
+from cockpit.core.gpu_board import ActorRef, GpuFleet, GpuRow, SortKey, is_stale
 from cockpit.core.gpu_history import UtilHistory
 from cockpit.core.snapshots import NA, NodeSnapshot
 from cockpit.ui.widgets import gpu_cells as cells
@@ -85,9 +88,19 @@ class GpuList(ScrollView, can_focus=True):
         self.fleet: GpuFleet | None = None
         self.history: UtilHistory | None = None
         self.sort: SortKey = "node"
-        self._lines: list[_Line] = []
+        self._order: Sequence[int] = ()
+        """Row indices in display order (the fleet's own order object: no copy)."""
+        self._spans_: list[tuple[int, int, int]] = []
+        """Grouped by node: (begin, end, node group) runs of `_order`, one per node."""
+        self._starts: list[int] = [0]
+        """Line where each span's header is; then its rows, then its holders."""
+        self._holders: dict[int, tuple[ActorRef, ...]] = {}
+        """Per span of a node without telemetry: the actors holding its GPUs."""
+        self._body = 0
+        self._tail: list[_Line] = []
         self._version = 0
         self._strips: LRUCache[tuple[object, ...], Strip] = LRUCache(512)
+        self._styles: dict[str, Style] = {}
         self._now = 0.0
 
     # -- data --------------------------------------------------------------------------------------
@@ -104,64 +117,96 @@ class GpuList(ScrollView, can_focus=True):
         self.fleet = fleet
         self.history = history
         self.sort = sort
-        rows = fleet.ordered(sort, node_filter)
-        lines: list[_Line] = []
+        order = fleet.order(sort, node_filter)
+        # Nothing per GPU is built here: a line is made from (span, offset) only when it is on screen.
+        self._order = order
         if sort == "node":
-            group: list[GpuRow] = []
-            for row in rows:
-                if group and row.node is not group[0].node:
-                    self._add_group(lines, group, fleet)
-                    group = []
-                group.append(row)
-            if group:
-                self._add_group(lines, group, fleet)
+            groups = fleet.groups
+            if isinstance(order, range):
+                spans = list(zip(groups[:-1], groups[1:], range(len(groups) - 1), strict=True))
+            else:
+                spans = self._spans(order, fleet)
+            holders = self._holders = {
+                k: fleet.gpu_actors.get(fleet.rows[order[begin]].node.node_id, ())
+                for k, (begin, _end, group) in enumerate(spans)
+                if not fleet.models[group] and fleet.rows[order[begin]].node.alive
+            }
+            sizes = [end - begin + 1 for begin, end, _group in spans]
+            for k, actors in holders.items():
+                sizes[k] += len(actors)
+            self._spans_ = spans
+            self._starts = [0, *accumulate(sizes)]
+            body = self._starts[-1]
         else:
-            lines = [_Line("gpu", row.node, row) for row in rows]
+            self._spans_, self._starts, self._holders = [], [0], {}
+            body = len(order)
+        tail: list[_Line] = []
         if not node_filter:
             gpu_less = [n for n in fleet.nodes if n.alive and n.logical_gpus <= 0 and not n.gpus]
             if gpu_less:
                 names = ", ".join(n.hostname or n.ip for n in gpu_less[:8])
                 more = f" and {len(gpu_less) - 8} more" if len(gpu_less) > 8 else ""
-                note = f"{len(gpu_less)} node(s) without GPUs: {names}{more}"
-                lines.append(_Line("note", None, None, note))
-        if not lines:
+                tail.append(_Line("note", None, None, f"{len(gpu_less)} node(s) without GPUs: {names}{more}"))
+        if not body and not tail:
             text = f"no GPU matches {node_filter!r}" if node_filter else "no GPUs in this cluster"
-            lines.append(_Line("note", None, None, text))
-        self._lines = lines
+            tail.append(_Line("note", None, None, text))
+        self._body, self._tail = body, tail
         self._version += 1
         self._now = fleet.now() if now is None else now
-        self.virtual_size = Size(self.size.width, len(lines) + 1)
+        self.virtual_size = Size(self.size.width, self.line_count + 1)
         self.refresh()
 
     @staticmethod
-    def _add_group(lines: list[_Line], group: list[GpuRow], fleet: GpuFleet) -> None:
-        """A node's header, its GPU rows and, without GPU telemetry, the actors holding its GPUs (no one
-        knows which slot each has)."""
-        node = group[0].node
-        names = {row.gpu.name for row in group if row.gpu is not None}
-        telemetry = bool(names)
-        if telemetry:
-            model = names.pop() if len(names) == 1 else "mixed GPUs"
-            source = " · high-resolution agent" if group[0].source == "agent" else ""
-            summary = f"{len(group)} x {model}{source}"
-        else:
-            summary = f"{node.logical_gpus:g} logical GPU(s), no GPU telemetry"
-        lines.append(_Line("node", node, None, summary))
-        lines.extend(_Line("gpu", node, row) for row in group)
-        if telemetry or not node.alive:
-            return
-        for actor in fleet.gpu_actors.get(node.node_id, ()):
-            pid = f" · pid {actor.pid}" if actor.pid else ""
-            lines.append(_Line("holder", node, None, f"↳ {actor.label} holds {actor.gpus:g} GPU{pid}"))
+    def _spans(order: Sequence[int], fleet: GpuFleet) -> list[tuple[int, int, int]]:
+        """(begin, end, node group) runs of a filtered `order` (which keeps node order)."""
+        groups = fleet.groups
+        rows = fleet.rows
+        spans: list[tuple[int, int, int]] = []
+        begin = 0
+        for position in range(1, len(order) + 1):
+            if position == len(order) or rows[order[position]].node is not rows[order[begin]].node:
+                spans.append((begin, position, bisect_right(groups, order[begin]) - 1))
+                begin = position
+        return spans
+
+    def _line(self, position: int) -> _Line:
+        fleet = self.fleet
+        assert fleet is not None
+        if position >= self._body:
+            return self._tail[position - self._body]
+        if self.sort != "node":
+            row = fleet.rows[self._order[position]]
+            return _Line("gpu", row.node, row)
+        k = bisect_right(self._starts, position) - 1
+        begin, end, group = self._spans_[k]
+        offset = position - self._starts[k]
+        if offset == 0:
+            first = fleet.rows[self._order[begin]]
+            return _Line("node", first.node, None, self._summary(fleet, group, first))
+        if offset <= end - begin:
+            row = fleet.rows[self._order[begin + offset - 1]]
+            return _Line("gpu", row.node, row)
+        actor = self._holders[k][offset - (end - begin) - 1]
+        pid = f" · pid {actor.pid}" if actor.pid else ""
+        return _Line("holder", None, None, f"↳ {actor.label} holds {actor.gpus:g} GPU{pid}")
+
+    @staticmethod
+    def _summary(fleet: GpuFleet, group: int, first: GpuRow) -> str:
+        model = fleet.models[group]
+        if not model:
+            return f"{first.node.logical_gpus:g} logical GPU(s), no GPU telemetry"
+        source = " · high-resolution agent" if first.source == "agent" else ""
+        return f"{fleet.groups[group + 1] - fleet.groups[group]} x {model}{source}"
 
     @property
     def line_count(self) -> int:
-        return len(self._lines)
+        return self._body + len(self._tail)
 
     def text_lines(self) -> list[str]:
         """Every line as plain text, header first (for tests and copy-out)."""
         width = max(self.size.width, 80)
-        return [self._draw(None, width).text] + [self._draw(line, width).text for line in self._lines]
+        lines = [self._line(position) for position in range(self.line_count)]
+        return [self._draw(None, width).text] + [self._draw(line, width).text for line in lines]
 
     # -- rendering ---------------------------------------------------------------------------------
 
@@ -171,18 +216,36 @@ class GpuList(ScrollView, can_focus=True):
             key: tuple[object, ...] = ("header", width, self.sort)
         else:
             index = y - 1 + self.scroll_offset.y
-            if index >= len(self._lines):
-                return Strip.blank(width, self.rich_style)
+            if index >= self.line_count:
+                return Strip.blank(width, self._plain)
             key = (index, self._version, width)
         strip = self._strips.get(key)
         if strip is None:
-            line = None if y == 0 else self._lines[y - 1 + self.scroll_offset.y]
-            strip = self._draw(line, width).crop_extend(0, width, self.rich_style)
+            line = None if y == 0 else self._line(y - 1 + self.scroll_offset.y)
+            strip = self._draw(line, width).crop_extend(0, width, self._plain)
             self._strips[key] = strip
         return strip
 
+    @property
+    def _plain(self) -> Style:
+        """The widget's own style (`rich_style` walks the ancestors on every access: cached here)."""
+        style = self._styles.get("")
+        if style is None:
+            style = self._styles[""] = self.rich_style
+        return style
+
     def _style(self, name: str) -> Style:
-        return self.rich_style + self.get_component_rich_style(f"gpu-list--{name}", partial=True)
+        style = self._styles.get(name)
+        if style is None:
+            component = self.get_component_rich_style(f"gpu-list--{name}", partial=True)
+            style = self._styles[name] = self._plain + component
+        return style
+
+    def notify_style_update(self) -> None:
+        """Theme, focus or CSS changed: styles and rendered rows are stale."""
+        super().notify_style_update()
+        self._styles.clear()
+        self._strips.clear()
 
     def _draw(self, line: _Line | None, width: int) -> Strip:
         flat = self.sort != "node"
@@ -192,7 +255,7 @@ class GpuList(ScrollView, can_focus=True):
         if line.kind == "note":
             return Strip([Segment("  " + line.text, self._style("muted"))])
         if line.kind == "holder":
-            return Strip([Segment("      " + line.text, self.rich_style)])
+            return Strip([Segment("      " + line.text, self._plain)])
         if line.kind == "node":
             assert line.node is not None
             return Strip(self._node_segments(line.node, line.text))
@@ -209,7 +272,7 @@ class GpuList(ScrollView, can_focus=True):
     def _gpu_segments(self, row: GpuRow, cols: _Columns, width: int) -> list[Segment]:
         fleet = self.fleet
         assert fleet is not None
-        plain = self.rich_style
+        plain = self._plain
         segments: list[Segment] = [Segment("  ", plain)]
         if cols.node:
             segments.append(Segment(_fit(row.node.hostname or row.node.ip, cols.node - 1) + " ", plain))
@@ -264,8 +327,15 @@ class GpuList(ScrollView, can_focus=True):
         return self.history.series(row.key, self._now, buckets)
 
     def on_resize(self) -> None:
-        self.virtual_size = Size(self.size.width, len(self._lines) + 1)
+        self.virtual_size = Size(self.size.width, self.line_count + 1)
         self._strips.clear()
+
+    def action_page_down(self) -> None:
+        """A page is the rows under the header: none is skipped."""
+        self.scroll_to(y=self.scroll_y + max(1, self.scrollable_content_region.height - 1), animate=False)
+
+    def action_page_up(self) -> None:
+        self.scroll_to(y=self.scroll_y - max(1, self.scrollable_content_region.height - 1), animate=False)
 
     def tick(self) -> None:
         """Ages move on between polls: re-render the visible rows once (called at most every second)."""
