@@ -23,6 +23,7 @@ from types import FrameType
 from typing import Any
 
 import cluster_status
+import gpu_view
 import idle_cpu
 import log_ingest
 import startup
@@ -32,7 +33,7 @@ from common import REPO, Row, describe, end_processes, load_average, machine, pi
 from cockpit.core import local_cluster
 
 NODES, GPUS_PER_NODE = 3, 2
-BENCHES = ("startup", "cluster_status", "tunnel", "idle_cpu", "log_ingest")
+BENCHES = ("startup", "cluster_status", "tunnel", "idle_cpu", "log_ingest", "gpu_view")
 CLUSTER_BENCHES = {"cluster_status", "tunnel", "idle_cpu"}
 """Those that run on the local cluster; the tunnel benchmark alone needs only 1 node."""
 RESULTS = REPO / "bench" / "results"
@@ -114,6 +115,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "log_ingest" in args.only:  # needs no cluster
         _say("log_ingest ...")
         results["log_ingest"], new = log_ingest.run(args.quick)
+        rows += new
+    if "gpu_view" in args.only:  # needs no cluster
+        _say("gpu_view ...")
+        results["gpu_view"], new = gpu_view.run(args.quick)
         rows += new
     if CLUSTER_BENCHES & set(args.only):
         _with_cluster(args.only, args.quick, results, rows)
