@@ -71,8 +71,8 @@ class GpuScreen(CockpitScreen):
         yield Input(id="gpu-filter", compact=True, placeholder="node name, IP, node id, actor or role")
         yield Static("", id="gpu-legend")
         yield Static(
-            "[b]s[/b] sort · [b]v[/b] list/heatmap · [b]/[/b] filter · [b]h[/b] high-res · "
-            "heatmap: arrows move, [b]Enter[/b] opens the node",
+            "[b]s[/b] sort · [b]v[/b] list/heatmap · [b]/[/b] filter · [b]h[/b] 1 Hz agent · "
+            "[b]Enter[/b] opens a heatmap cell's node",
             id="gpu-hint",
         )
 
