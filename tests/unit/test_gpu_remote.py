@@ -117,3 +117,27 @@ async def test_an_agent_that_cannot_start_is_one_line() -> None:
 
     with pytest.raises(AgentFailed, match=r"^node-3: cannot start the agent \(No such file"):
         await stream_readings(start, lambda _r: None, "node-3")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_present(), reason="no NVIDIA or AMD GPU here (runs where NVML sees one)")
+async def test_shipped_agent_streams_this_machines_real_gpus() -> None:
+    """The program high-resolution mode ships to nodes, on real NVML (or amdsmi): what a node would send."""
+    readings: list[AgentReading] = []
+    got = asyncio.Event()
+
+    def on_reading(reading: AgentReading) -> None:
+        readings.append(reading)
+        if len(readings) >= 2:
+            got.set()
+
+    task = asyncio.create_task(stream_readings(LocalAgent.start, on_reading, "here"))
+    await asyncio.wait_for(got.wait(), 60)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    last = readings[-1]
+    assert last.vendor in ("nvidia", "amd") and last.gpus
+    for gpu in last.gpus:
+        assert gpu.name and gpu.memory_total_mib is not NA and float(gpu.memory_total_mib) > 0
+        assert gpu.utilization is NA or 0 <= float(gpu.utilization) <= 100
