@@ -45,6 +45,13 @@ def agent_processes() -> list[int]:
     return found
 
 
+def logical_rows(app: CockpitApp, alive: bool = False) -> int:
+    """GPU rows without telemetry (of alive nodes only, if `alive`)."""
+    fleet = app.gpu_fleet
+    assert fleet is not None
+    return sum(1 for r in fleet.rows if r.gpu is None and (r.node.alive or not alive))
+
+
 def text(app: CockpitApp) -> str:
     return "\n".join(app.screen.query_one(GpuList).text_lines())
 
@@ -70,8 +77,10 @@ async def test_logical_gpus_and_the_demo_actors_on_them(ray_cluster: ClusterHand
         assert len(nodes) == 3
         for node in nodes:
             assert f"▾ {node.hostname} · {node.ip}" in shown and node.node_id[:8] in shown
-        # Logical GPUs: "no GPU telemetry", never a made-up 0 %.
-        assert shown.count("no GPU telemetry (logical GPU") == 6
+        # Logical GPUs: "no GPU telemetry", never a made-up 0 %. (Earlier tests may have left dead nodes:
+        # those are listed too, under "DEAD: reason".)
+        assert shown.count("no GPU telemetry (logical GPU") == logical_rows(app)
+        assert logical_rows(app, alive=True) == 6
         assert " 0% " not in shown and "N/A" not in shown
         for holder, count in DEMO_HOLDERS.items():
             assert shown.count(holder) == count, holder
@@ -81,18 +90,21 @@ async def test_logical_gpus_and_the_demo_actors_on_them(ray_cluster: ClusterHand
         # The heatmap: a cell per GPU; Enter on one opens its node in the list.
         await pilot.press("v")
         heatmap = app.screen.query_one(GpuHeatmap)
-        assert heatmap.display and len(heatmap.text_grid()) == 1 and heatmap.text_grid()[0].count("n") == 6
+        grid = "".join(heatmap.text_grid())
+        assert heatmap.display and grid.count("n") == 6 and grid.count("x") == logical_rows(app) - 6
         legend = str(app.screen.query_one("#gpu-legend").render())
         assert "≥90%" in legend and "no telemetry" in legend and "no GPU telemetry (logical GPU)" in legend
-        await pilot.press("right", "right", "enter")
+        await pilot.press("right", "right")
+        chosen = heatmap.cursor_row
+        assert chosen is not None and chosen.node is not app.gpu_fleet.rows[0].node  # the second node
+        await pilot.press("enter")
         gpu_list = app.screen.query_one(GpuList)
         assert gpu_list.display and isinstance(app.screen, GpuScreen)
-        second = nodes[1]
-        assert app.screen.node_filter == second.node_id[:12]
+        assert app.screen.node_filter == chosen.node.node_id[:12]
         filtered = text(app)
-        assert filtered.count("▾ ") == 1 and second.node_id[:8] in filtered
+        assert filtered.count("▾ ") == 1 and chosen.node.node_id[:8] in filtered
         await pilot.press("escape")
-        await until(pilot, lambda: text(app).count("▾ ") == 3)
+        await until(pilot, lambda: text(app).count("▾ ") == len(app.gpu_fleet.groups) - 1)
         # Sorting drops the grouping and adds a node column.
         await pilot.press("s")
         assert "Node" in gpu_list.text_lines()[0] and "by utilization" in str(
@@ -110,7 +122,7 @@ async def test_high_resolution_without_a_gpu_says_why_and_keeps_dashboard_data(
         await pilot.press("h")
         await until(pilot, lambda: "high-resolution mode off" in notice(app), timeout=60)
         assert "no NVIDIA or AMD GPU found" in notice(app)
-        assert not app.high_res.on and text(app).count("no GPU telemetry (logical GPU") == 6
+        assert not app.high_res.on and text(app).count("no GPU telemetry (logical GPU") == logical_rows(app)
 
 
 async def test_high_resolution_streams_agent_readings_then_turns_off(
@@ -127,7 +139,8 @@ async def test_high_resolution_streams_agent_readings_then_turns_off(
         await until(pilot, lambda: text(app).count("FAKE NVIDIA H100") == 3, timeout=30)
         shown = text(app)
         assert "80.0 GiB" in shown and "300 W" in shown and "60°C" in shown and "pid 4242" in shown
-        assert app.gpu_fleet is not None and {r.source for r in app.gpu_fleet.rows} == {"agent"}
+        assert app.gpu_fleet is not None
+        assert {r.source for r in app.gpu_fleet.rows if r.node.alive} == {"agent"}
         assert agent_processes()
         await pilot.press("h")
         await until(pilot, lambda: "no GPU telemetry" in text(app), timeout=30)
@@ -152,7 +165,7 @@ async def test_high_resolution_over_ssh_runs_the_agent_on_the_head(
             await pilot.press("h")
             await until(pilot, lambda: "high-resolution mode off" in notice(app), timeout=60)
             assert "no NVIDIA or AMD GPU found" in notice(app)
-            assert text(app).count("no GPU telemetry (logical GPU") == 6
+            assert text(app).count("no GPU telemetry (logical GPU") == logical_rows(app)
     finally:
         server.stop()
 
