@@ -70,7 +70,8 @@ class GpuRow(NamedTuple):
     key: str
     """Stable across polls: `node_id:index`; keys the history."""
     sample_time: float | None
-    """Cluster-clock posix seconds of the reading; None without telemetry."""
+    """When the reading was taken, on the login node's clock (the node's clock moved by its offset);
+    None without telemetry."""
     source: Source
 
 
@@ -98,10 +99,9 @@ class GpuFleet:
     nodes: tuple[NodeSnapshot, ...]
     """Every node, GPU-less ones included."""
     totals: GpuTotals
-    cluster_time: float
-    """The cluster's clock when this fleet was built (newest node timestamp)."""
-    local_time: float
-    """The login node's clock at the same moment; `age` moves `cluster_time` on by the difference."""
+    built_at: float
+    """The login node's clock when this fleet was built. Every time in a fleet is on this clock: each
+    node's readings are moved onto it by that node's own offset (see `_NodeClock`)."""
     job_running: bool
     actors_by_pid: Mapping[tuple[str, int], ActorRef] = field(default_factory=dict)
     """Alive actors by (node IP, pid)."""
@@ -119,10 +119,12 @@ class GpuFleet:
     """Row indices by memory used, highest first."""
     generation: int = 0
     """The board's change count when this fleet was built: a higher one is newer."""
+    search: tuple[str, ...] = ()
+    """Per row, lower-case text a filter matches: host, IP, node id, and the actors on the GPU."""
 
-    def now(self, local_now: float | None = None) -> float:
-        """The cluster's clock now, estimated from the last fetch."""
-        return self.cluster_time + ((local_now if local_now is not None else time.time()) - self.local_time)
+    def now(self) -> float:
+        """The login node's clock now (what ages are measured against)."""
+        return time.time()
 
     def age(self, row: GpuRow, now: float) -> float | None:
         return None if row.sample_time is None else max(0.0, now - row.sample_time)
@@ -162,17 +164,8 @@ class GpuFleet:
         needle = node_filter.strip().lower()
         if not needle:
             return base
-        rows = self.rows
-        return [i for i in base if self._matches(rows[i], needle)]
-
-    def _matches(self, row: GpuRow, needle: str) -> bool:
-        node = row.node
-        if needle in node.hostname.lower() or needle in node.ip or node.node_id.startswith(needle):
-            return True
-        actors = self.actors_on(row) if row.gpu is not None else self.gpu_actors.get(node.node_id, ())
-        return any(
-            needle in a.class_name.lower() or needle in a.name.lower() or needle == a.role for a in actors
-        )
+        search = self.search
+        return [i for i in base if needle in search[i]]
 
 
 def _util_key(row: GpuRow) -> float:
@@ -196,60 +189,92 @@ class _AgentReading:
 
 
 OFFSET_WINDOW = 24
-"""Clock readings (polls and agent samples) the clock offset is the smallest lag of."""
+"""Fresh readings per node whose smallest lag is that node's clock offset."""
+
+
+class _NodeClock:
+    """How far a node's clock is behind the login node's: the smallest lag (login time when a reading
+    arrived minus the node's own time on it) over its last fresh readings. A repeated reading adds
+    nothing, so when readings stop the offset stays and they visibly age."""
+
+    __slots__ = ("lags", "last", "offset")
+
+    def __init__(self) -> None:
+        self.lags: deque[float] = deque(maxlen=OFFSET_WINDOW)
+        self.last: float | None = None
+        self.offset = 0.0
+
+    def observe(self, sample_time: float, arrived: float) -> None:
+        if sample_time != self.last:
+            self.last = sample_time
+            self.lags.append(arrived - sample_time)
+            self.offset = min(self.lags)
 
 
 class GpuBoard:
     """Keeps the history and the latest inputs; `fleet()` builds the view the UI shows.
 
     Thread-safe: the poller feeds it and builds fleets on a thread while the UI loop hands it agent
-    readings; one lock serialises every change and build, and `generation` counts the changes, so a
-    fleet built before a change is known to be older than one built after it.
+    readings. One lock guards the inputs (held for microseconds per change); a fleet is built from a copy
+    of them outside it, and `generation` counts the changes, so a fleet built before a change is known
+    to be older than one built after it and is never cached over it.
     """
 
     def __init__(self) -> None:
         self.history = UtilHistory()
         self._lock = threading.Lock()
         self.generation = 0
+        self._poll = -1
         self._nodes: tuple[NodeSnapshot, ...] = ()
         self._job_running = False
-        self._lags: deque[float] = deque(maxlen=OFFSET_WINDOW)
-        """Login-node time minus the newest cluster timestamp, per reading: the smallest is the clock
-        offset (plus the least delay seen), so a cluster whose readings all stop ages visibly."""
+        self._clocks: dict[str, _NodeClock] = {}
         self._local_time = 0.0
         self._actors: tuple[tuple[str, ActorRef], ...] = ()
         """Alive actors with their node ids (roles worked out once per actor poll, not per build)."""
         self._agent: dict[str, _AgentReading] = {}
-        """Newest high-resolution reading per node id."""
+        """Newest high-resolution reading per node id (times on the node's clock)."""
         self._fleet: GpuFleet | None = None
 
     def _changed(self) -> None:
         self.generation += 1
         self._fleet = None
 
+    def _clock(self, node_id: str) -> _NodeClock:
+        clock = self._clocks.get(node_id)
+        if clock is None:
+            clock = self._clocks[node_id] = _NodeClock()
+        return clock
+
     # -- inputs ------------------------------------------------------------------------------------
 
     def ingest_nodes(
-        self, nodes: Sequence[NodeSnapshot], job_running: bool, local_time: float | None = None
+        self,
+        nodes: Sequence[NodeSnapshot],
+        job_running: bool,
+        local_time: float | None = None,
+        poll: int | None = None,
     ) -> None:
-        """A node poll fetched at `local_time`: records each GPU reading in the history (once per
-        reading). A poll older than the last one taken (a cancelled poll finishing late) is ignored."""
+        """A node poll that arrived at `local_time`: records each new GPU reading in the history. A poll
+        numbered below the last one taken (a cancelled poll finishing late) is ignored."""
         local_time = local_time if local_time is not None else time.time()
         with self._lock:
-            if local_time < self._local_time:
-                return
+            if poll is not None:
+                if poll < self._poll:
+                    return
+                self._poll = poll
             self._nodes = tuple(nodes)
             self._job_running = job_running
             self._local_time = local_time
-            newest = max((n.sample_time for n in nodes if n.sample_time is not None), default=None)
-            if newest is not None:
-                self._lags.append(local_time - newest)
             record = self.history.record
             for node in nodes:
-                if not node.alive or node.sample_time is None or node.node_id in self._agent:
+                if not node.alive or node.sample_time is None:
+                    continue
+                clock = self._clock(node.node_id)
+                clock.observe(node.sample_time, local_time)
+                if node.node_id in self._agent:
                     continue  # an agent's 1 Hz readings feed the history of its node
                 prefix = node.node_id + ":"
-                when = node.sample_time
+                when = node.sample_time + clock.offset
                 for gpu in node.gpus:
                     record(prefix + str(gpu.index), when, gpu.utilization)
             self._changed()
@@ -272,16 +297,21 @@ class GpuBoard:
             self._actors = refs
             self._changed()
 
-    def ingest_agent(self, node_ids: Iterable[str], when: float, gpus: Sequence[GpuSample]) -> None:
-        """One reading of the high-resolution agent (on its node's clock), for the nodes of its host."""
+    def ingest_agent(
+        self, node_ids: Iterable[str], when: float, gpus: Sequence[GpuSample], arrived: float | None = None
+    ) -> None:
+        """One reading of the high-resolution agent (taken at `when` on its node's clock, arrived at
+        `arrived` on the login node's), for the Ray nodes of its host."""
         reading = _AgentReading(time=when, gpus=tuple(gpus))
+        arrived = arrived if arrived is not None else time.time()
         with self._lock:
             for node_id in node_ids:
                 self._agent[node_id] = reading
+                clock = self._clock(node_id)
+                clock.observe(when, arrived)
                 prefix = node_id + ":"
                 for gpu in gpus:
-                    self.history.record(prefix + str(gpu.index), when, gpu.utilization)
-            self._lags.append(time.time() - when)
+                    self.history.record(prefix + str(gpu.index), when + clock.offset, gpu.utilization)
             self._changed()
 
     def forget_agent(self, node_ids: Iterable[str]) -> None:
@@ -300,60 +330,109 @@ class GpuBoard:
     # -- output ------------------------------------------------------------------------------------
 
     def fleet(self) -> GpuFleet:
-        """The current view (built once per change; O(GPUs): call it off the UI thread at scale)."""
+        """The current view: built once per change, from a copy of the inputs, outside the lock (O(GPUs):
+        call it off the UI thread at scale)."""
         with self._lock:
-            if self._fleet is None:
-                self._fleet = self._build()
-            return self._fleet
+            if self._fleet is not None:
+                return self._fleet
+            generation = self.generation
+            inputs = _Inputs(
+                nodes=self._nodes,
+                job_running=self._job_running,
+                local_time=self._local_time,
+                offset=_cluster_offset(self._clocks, self._nodes),
+                actors=self._actors,
+                agent=dict(self._agent),
+            )
+        fleet = _build(inputs, generation)
+        with self._lock:
+            if self.generation == generation:
+                self._fleet = fleet
+        return fleet
 
-    def _build(self) -> GpuFleet:
-        offset = min(self._lags) if self._lags else 0.0
-        cluster_time = self._local_time - offset
-        by_pid, holding = _actor_maps(self._actors, self._nodes)
-        rows: list[GpuRow] = []
-        agent = self._agent
-        for node in self._nodes:
-            prefix = node.node_id + ":"
-            reading = agent.get(node.node_id)
-            if (
-                reading is not None
-                and node.alive
-                and reading.gpus
-                and (node.sample_time is None or reading.time >= node.sample_time)
-            ):
-                for gpu in reading.gpus:
-                    rows.append(GpuRow(node, gpu, gpu.index, prefix + str(gpu.index), reading.time, "agent"))
-            elif node.gpus:
-                when = node.sample_time
-                for gpu in node.gpus:
-                    rows.append(GpuRow(node, gpu, gpu.index, prefix + str(gpu.index), when, "dashboard"))
-            elif node.logical_gpus > 0:
-                for index in range(int(node.logical_gpus + 0.999)):
-                    rows.append(GpuRow(node, None, index, prefix + str(index), None, "none"))
-        now = cluster_time
-        groups = [0]
-        models = []
-        for index in range(1, len(rows) + 1):
-            if index == len(rows) or rows[index].node is not rows[index - 1].node:
-                names = {row.gpu.name for row in rows[groups[-1] : index] if row.gpu is not None}
-                models.append(names.pop() if len(names) == 1 else "mixed GPUs" if names else "")
-                groups.append(index)
-        return GpuFleet(
-            rows=tuple(rows),
-            nodes=self._nodes,
-            totals=_totals(rows, self._nodes, now),
-            states=bytes(_state(row, now, self._job_running) for row in rows),
-            groups=tuple(groups) if rows else (0,),
-            models=tuple(models) if rows else (),
-            by_util=tuple(sorted(range(len(rows)), key=lambda i: _util_key(rows[i]))),
-            by_memory=tuple(sorted(range(len(rows)), key=lambda i: _memory_key(rows[i]))),
-            cluster_time=cluster_time,
-            local_time=self._local_time,
-            job_running=self._job_running,
-            actors_by_pid=by_pid,
-            gpu_actors=holding,
-            generation=self.generation,
-        )
+
+@dataclass(frozen=True)
+class _Inputs:
+    nodes: tuple[NodeSnapshot, ...]
+    job_running: bool
+    local_time: float
+    offset: float
+    actors: tuple[tuple[str, ActorRef], ...]
+    agent: Mapping[str, _AgentReading]
+
+
+def _build(inputs: _Inputs, generation: int) -> GpuFleet:
+    by_pid, holding = _actor_maps(inputs.actors, inputs.nodes)
+    rows: list[GpuRow] = []
+    search: list[str] = []
+    agent = inputs.agent
+    for node in inputs.nodes:
+        prefix = node.node_id + ":"
+        offset = inputs.offset
+        where = f"{node.hostname}|{node.ip}|{node.node_id}".lower()
+        reading = agent.get(node.node_id)
+        if (
+            reading is not None
+            and node.alive
+            and reading.gpus
+            and (node.sample_time is None or reading.time >= node.sample_time)
+        ):
+            taken = reading.time + offset
+            for gpu in reading.gpus:
+                rows.append(GpuRow(node, gpu, gpu.index, prefix + str(gpu.index), taken, "agent"))
+                search.append(where + _actor_text(by_pid, node.ip, gpu))
+        elif node.gpus:
+            when = None if node.sample_time is None else node.sample_time + offset
+            for gpu in node.gpus:
+                rows.append(GpuRow(node, gpu, gpu.index, prefix + str(gpu.index), when, "dashboard"))
+                search.append(where + _actor_text(by_pid, node.ip, gpu))
+        elif node.logical_gpus > 0:
+            actors = holding.get(node.node_id, ())
+            held = "|".join(f"{a.class_name}|{a.name}|{a.role}" for a in actors).lower()
+            for index in range(int(node.logical_gpus + 0.999)):
+                rows.append(GpuRow(node, None, index, prefix + str(index), None, "none"))
+                search.append(f"{where}|{held}")
+    now = inputs.local_time
+    groups = [0]
+    models = []
+    for index in range(1, len(rows) + 1):
+        if index == len(rows) or rows[index].node is not rows[index - 1].node:
+            names = {row.gpu.name for row in rows[groups[-1] : index] if row.gpu is not None}
+            models.append(names.pop() if len(names) == 1 else "mixed GPUs" if names else "")
+            groups.append(index)
+    return GpuFleet(
+        rows=tuple(rows),
+        nodes=inputs.nodes,
+        totals=_totals(rows, inputs.nodes, now),
+        built_at=now,
+        job_running=inputs.job_running,
+        actors_by_pid=by_pid,
+        gpu_actors=holding,
+        states=bytes(_state(row, now, inputs.job_running) for row in rows),
+        groups=tuple(groups) if rows else (0,),
+        models=tuple(models) if rows else (),
+        by_util=tuple(sorted(range(len(rows)), key=lambda i: _util_key(rows[i]))),
+        by_memory=tuple(sorted(range(len(rows)), key=lambda i: _memory_key(rows[i]))),
+        generation=generation,
+        search=tuple(search),
+    )
+
+
+def _cluster_offset(clocks: Mapping[str, _NodeClock], nodes: Sequence[NodeSnapshot]) -> float:
+    """The cluster's clock offset: the median of the alive nodes' own offsets. Cluster clocks are kept in
+    step (NTP), so one offset serves all; the median ignores a node whose readings were stuck from the
+    start (its lag is its age: it must show as stale) or whose clock is off."""
+    offsets = sorted(clocks[n.node_id].offset for n in nodes if n.alive and n.node_id in clocks)
+    return offsets[(len(offsets) - 1) // 2] if offsets else 0.0
+
+
+def _actor_text(by_pid: Mapping[tuple[str, int], ActorRef], ip: str, gpu: GpuSample) -> str:
+    text = ""
+    for process in gpu.processes:
+        actor = by_pid.get((ip, process.pid))
+        if actor is not None:
+            text += f"|{actor.class_name}|{actor.name}|{actor.role}".lower()
+    return text
 
 
 def _actor_maps(
@@ -404,7 +483,13 @@ def _totals(rows: Sequence[GpuRow], nodes: Sequence[NodeSnapshot], now: float) -
     mem_used = mem_total = 0.0
     mem_count = 0
     gpu_nodes: set[str] = set()
-    seen: set[str] = set()
+    newest: dict[str, GpuRow] = {}
+    """Per GPU uuid, the freshest of the rows that report it (raylets on one host all do)."""
+    for row in rows:
+        if row.node.alive and row.gpu is not None and row.gpu.uuid:
+            seen = newest.get(row.gpu.uuid)
+            if seen is None or (row.sample_time or 0.0) > (seen.sample_time or 0.0):
+                newest[row.gpu.uuid] = row
     for row in rows:
         if not row.node.alive:
             continue
@@ -414,10 +499,8 @@ def _totals(rows: Sequence[GpuRow], nodes: Sequence[NodeSnapshot], now: float) -
             gpus += 1
             no_telemetry += 1
             continue
-        if gpu.uuid:
-            if gpu.uuid in seen:
-                continue
-            seen.add(gpu.uuid)
+        if gpu.uuid and newest[gpu.uuid] is not row:
+            continue
         gpus += 1
         with_telemetry += 1
         if gpu.utilization is not NA:

@@ -117,6 +117,27 @@ def _config_for(hop: Hop, paths: list[str]) -> Any:
     )
 
 
+def node_login(head: Hop, node: Hop, paths: list[str]) -> tuple[Any, list[str], list[Path]]:
+    """How to log in to a cluster node reached through the head: (username, keys, known-hosts files).
+
+    On a cluster the nodes share the head's account and site: the head's user (`user@head`, else the
+    head's User; else the local user), the head's IdentityFile offered before any the config gives the
+    node (a `Host *` key must not hide the head's), and the node's known-hosts files if the config names
+    any, else the head's.
+    """
+    head_config = _config_for(head, paths) if paths else None
+    node_config = _config_for(node, paths) if paths else None
+    username = head.user or (head_config.get("User") if head_config is not None else None) or ()
+    keys: list[str] = []
+    for source in (head_config, node_config):
+        for path in (source.get("IdentityFile") if source is not None else None) or ():
+            expanded = os.path.expanduser(str(path))
+            if expanded not in keys:
+                keys.append(expanded)
+    own_files = node_config is not None and node_config.get("UserKnownHostsFile")
+    return username, keys, _known_hosts_files(node_config if own_files else head_config)
+
+
 def hop_chain(target: Hop, paths: list[str]) -> list[Hop]:
     """The hops to open in order, the target last: ProxyJump is followed like OpenSSH does."""
     chain = [target]
@@ -337,18 +358,15 @@ class SshLink:
         self._conns = conns
 
     async def _connect_hop(
-        self, hop: Hop, tunnel: asyncssh.SSHClientConnection | None, inherit: Any = None
+        self, hop: Hop, tunnel: asyncssh.SSHClientConnection | None, node: bool = False
     ) -> asyncssh.SSHClientConnection:
-        """Connect to `hop` (through `tunnel`). `inherit`: the SSH config of the head, whose User,
-        IdentityFile and UserKnownHostsFile apply to a cluster node the config does not name."""
+        """Connect to `hop` (through `tunnel`); `node`: a cluster node reached through the head, logged in
+        to as `node_login` says."""
         config = _config_for(hop, self._paths) if self._paths else None
-
-        def setting(key: str) -> Any:
-            own = config.get(key) if config is not None else None
-            return own if own or inherit is None else inherit.get(key)
-
-        own_files = config is not None and config.get("UserKnownHostsFile")
-        files = _known_hosts_files(inherit if inherit is not None and not own_files else config)
+        if node:
+            username, client_keys, files = node_login(self.target, hop, self._paths)
+        else:
+            username, client_keys, files = hop.user or (), [], _known_hosts_files(config)
         real_host = str(config.get("Hostname", hop.host)) if config is not None else hop.host
         real_port = int(config.get("Port", hop.port or 22)) if config is not None else (hop.port or 22)
         pinned_algs = host_key_algorithms(known_keys(real_host, hop.port or real_port, files))
@@ -356,7 +374,7 @@ class SshLink:
         client = _Client(files, self.options.accept_new, self._lost.set if is_target else None)
         keepalive = config.get("ServerAliveInterval") if config is not None else None
         kwargs: dict[str, Any] = {
-            "username": hop.user or (setting("User") if inherit is not None else None) or (),
+            "username": username,
             "port": hop.port or (),
             "config": self._paths or None,
             "tunnel": tunnel,
@@ -371,8 +389,8 @@ class SshLink:
         }
         if pinned_algs:
             kwargs["server_host_key_algs"] = pinned_algs
-        if inherit is not None and setting("IdentityFile"):
-            kwargs["client_keys"] = [os.path.expanduser(str(path)) for path in setting("IdentityFile")]
+        if client_keys:
+            kwargs["client_keys"] = client_keys
         if self._passphrase is not None:
             kwargs["passphrase"] = self._passphrase
         label = hop.host if hop.port is None else f"{hop.host}:{hop.port}"
@@ -515,8 +533,7 @@ class SshLink:
         if host is not None:
             node_conn = self._node_conns.get(host)
             if node_conn is None or node_conn.is_closed():
-                head = _config_for(self.target, self._paths) if self._paths else None
-                node_conn = await self._connect_hop(Hop(host=host), conn, inherit=head)
+                node_conn = await self._connect_hop(Hop(host=host), conn, node=True)
                 self._node_conns[host] = node_conn
             conn = node_conn
         return await conn.create_process(command, encoding="utf-8", errors="replace")
@@ -526,9 +543,9 @@ class SshLink:
         conns, self._node_conns = list(self._node_conns.values()), {}
         for node_conn in conns:
             node_conn.close()
-        for node_conn in conns:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(node_conn.wait_closed(), 5)
+        if conns:
+            waits = (asyncio.wait_for(node_conn.wait_closed(), 5) for node_conn in conns)
+            await asyncio.gather(*waits, return_exceptions=True)
 
     async def close(self) -> None:
         self._closed = True

@@ -66,10 +66,19 @@ GC_YOUNG_THRESHOLD = 20_000
 its passes land in UI refreshes (BENCHMARKS.md, gpu_view: p95 23 ms at 700, 13 ms at 20,000)."""
 
 
+_gc_tuned = False
+
+
 def tune_gc() -> None:
-    """Once the app is up: what is alive now (modules, the app, its first screen) lives as long as the
-    app, so it is moved out of the cyclic GC's reach (`gc.freeze`; full passes halve), and young passes
-    are made rarer. Snapshots are acyclic: reference counting frees them either way."""
+    """Once per process, when the app is up: what is alive then (modules, the app, its first screen)
+    lives as long as the process, so it is collected once and moved out of the cyclic GC's reach
+    (`gc.freeze`: full passes halve), and young passes are made rarer. Snapshots are acyclic: reference
+    counting frees them either way."""
+    global _gc_tuned
+    if _gc_tuned:
+        return
+    _gc_tuned = True
+    gc.collect()
     gc.freeze()
     gc.set_threshold(GC_YOUNG_THRESHOLD, 10, 10)
 
@@ -128,6 +137,8 @@ class CockpitApp(App[int]):
         self._connection_stack = AsyncExitStack()
         """Owns the open connection alone, so a dead one can be closed and opened afresh (`r`)."""
         self._polls = 0
+        self._poll_number = 0
+        """Counts polls as they start (`_polls` counts those that finished)."""
         self._failures = 0
         self._jobs: tuple[JobRow, ...] = ()
         self._poll_timer: Timer | None = None
@@ -202,6 +213,8 @@ class CockpitApp(App[int]):
 
     @work(exclusive=True, group="cluster-poll", exit_on_error=False, description="Polling nodes and jobs")
     async def poll_cluster(self) -> None:
+        self._poll_number += 1
+        poll = self._poll_number
         try:
             client = await self._dashboard()
             if self.info is None:
@@ -212,7 +225,7 @@ class CockpitApp(App[int]):
                 self._jobs = jobs
             else:
                 nodes = await client.nodes()
-            fleet = await self._update_gpus(client, nodes)
+            fleet = await self._update_gpus(client, nodes, poll)
             self._polls += 1
             self.post_message(
                 ClusterPolled(ClusterSnapshot(nodes=nodes, jobs=self._jobs, fetched_at=time.time()), fleet)
@@ -226,11 +239,14 @@ class CockpitApp(App[int]):
         except CockpitError as exc:
             self.post_message(PollFailed(str(exc)))
 
-    async def _update_gpus(self, client: DashboardClient, nodes: tuple[NodeSnapshot, ...]) -> GpuFleet:
-        """Feed the GPU board; its work (O(GPUs)) runs on a thread so a 1,024-node poll leaves the UI free."""
+    async def _update_gpus(
+        self, client: DashboardClient, nodes: tuple[NodeSnapshot, ...], poll: int
+    ) -> GpuFleet:
+        """Feed the GPU board; its work (O(GPUs)) runs on a thread so a 1,024-node poll leaves the UI free.
+        `poll` numbers the polls: one cancelled by `r` whose thread finishes late is ignored."""
         board = self.gpu_board
         running = any(job.status == "RUNNING" for job in self._jobs)
-        await asyncio.to_thread(board.ingest_nodes, nodes, running, time.time())
+        await asyncio.to_thread(board.ingest_nodes, nodes, running, time.time(), poll)
         gpu_screen = isinstance(self.screen, GpuScreen)
         if gpu_screen and (not self._actors_loaded or self._polls % ACTOR_POLL_EVERY == 0):
             try:
@@ -251,8 +267,10 @@ class CockpitApp(App[int]):
         self._redraw_gpus()
 
     def _redraw_gpus(self) -> None:
+        """Agent readings between polls: rebuilt only while the GPU screen is shown (it rebuilds when
+        shown again); the history records them either way."""
         self._gpu_redraw = None
-        if self.snapshot is not None:
+        if self.snapshot is not None and isinstance(self.screen, GpuScreen):
             self._rebuild_gpus()
 
     @work(exclusive=True, group="gpu-redraw", exit_on_error=False, description="Updating the GPU view")
@@ -271,8 +289,8 @@ class CockpitApp(App[int]):
         if isinstance(self.screen, GpuScreen):
             self.screen.show_notice()
 
-    def toggle_high_res(self) -> None:
-        self.high_res.toggle()
+    def toggle_high_res(self, preferred: set[str] | frozenset[str] = frozenset()) -> None:
+        self.high_res.toggle(preferred)
 
     def high_res_notice(self) -> tuple[str, bool]:
         return self.high_res.notice, self.high_res.error

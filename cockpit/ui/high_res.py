@@ -47,16 +47,17 @@ class HighResMode:
         self._wanted = 0
         self._left_out = 0
 
-    def toggle(self) -> None:
+    def toggle(self, preferred: set[str] | frozenset[str] = frozenset()) -> None:
+        """On or off. `preferred`: node ids to cover first when there are more nodes than agents."""
         if self.on:
             self.stop()
             self.notice = "high-resolution mode off: back to the dashboard's readings (every 5 s)"
             self.error = False
             self.app.gpu_notice_changed()
         else:
-            self.start()
+            self.start(preferred)
 
-    def start(self) -> None:
+    def start(self, preferred: set[str] | frozenset[str] = frozenset()) -> None:
         if self.app.snapshot is None:
             self._say("high-resolution mode: wait for the first reading of the cluster, then press h again")
             return
@@ -72,7 +73,11 @@ class HighResMode:
         self.notice = "high-resolution mode: starting the GPU agent on the nodes…"
         self.app.gpu_notice_changed()
         self._worker = self.app.run_worker(
-            self._run(), group="gpu-agents", exclusive=True, exit_on_error=False, description="GPU agents"
+            self._run(preferred),
+            group="gpu-agents",
+            exclusive=True,
+            exit_on_error=False,
+            description="GPU agents",
         )
 
     def stop(self) -> None:
@@ -88,7 +93,7 @@ class HighResMode:
         self.notice, self.error = notice, error
         self.app.gpu_notice_changed()
 
-    async def _run(self) -> None:
+    async def _run(self, preferred: set[str] | frozenset[str]) -> None:
         try:
             connection = await self.app.connection()
         except Exception as exc:  # the poller reports the connection; here one line is enough
@@ -102,7 +107,8 @@ class HighResMode:
         if not by_ip:
             self._give_up("high-resolution mode off: no alive node has GPUs")
             return
-        ips = list(by_ip)[:MAX_AGENTS]
+        ranked = sorted(by_ip, key=lambda ip: not any(n.node_id in preferred for n in by_ip[ip]))
+        ips = ranked[:MAX_AGENTS]
         self._wanted, self._left_out = len(ips), max(0, len(by_ip) - MAX_AGENTS)
         link = self._link = connection.link
         head_ip = next((n.ip for n in snapshot.nodes if n.is_head), "") if snapshot else ""

@@ -134,7 +134,7 @@ async def test_list_of_the_captured_amd_cluster() -> None:
     board, fleet = captured_fleet()
     gpu_list = GpuList()
     async with Host(gpu_list).run_test(size=(160, 30)) as pilot:
-        gpu_list.show(fleet, "node", "", board.history, now=fleet.cluster_time)
+        gpu_list.show(fleet, "node", "", board.history, now=fleet.built_at)
         await pilot.pause()
         lines = gpu_list.text_lines()
         text = "\n".join(lines)
@@ -154,7 +154,7 @@ async def test_list_sorted_by_utilization_puts_idle_gpus_first_at_80_columns() -
     board, fleet = synthetic_fleet(32, 8)
     gpu_list = GpuList()
     async with Host(gpu_list).run_test(size=(80, 24)) as pilot:
-        gpu_list.show(fleet, "util", "", board.history, now=fleet.cluster_time)
+        gpu_list.show(fleet, "util", "", board.history, now=fleet.built_at)
         await pilot.pause()
         visible = ["".join(s.text for s in gpu_list.render_line(y)) for y in range(24)]
         assert all(len(line) == 80 for line in visible)
@@ -192,7 +192,7 @@ async def test_list_pages_without_skipping_rows_under_the_header() -> None:
     board, fleet = synthetic_fleet(16, 8)
     gpu_list = GpuList()
     async with Host(gpu_list).run_test(size=(120, 12)) as pilot:
-        gpu_list.show(fleet, "node", "", board.history, now=fleet.cluster_time)
+        gpu_list.show(fleet, "node", "", board.history, now=fleet.built_at)
         gpu_list.focus()
         await pilot.pause()
         height = gpu_list.scrollable_content_region.height
@@ -207,3 +207,24 @@ async def test_list_pages_without_skipping_rows_under_the_header() -> None:
         assert shown[: len(first_pages)] == first_pages  # every row once, in order: none skipped
         header = "".join(s.text for s in gpu_list.render_line(0))
         assert header.lstrip().startswith("GPU Util")  # still on top after paging
+
+
+async def test_heatmap_clicks_reach_the_lower_node_of_a_row() -> None:
+    """Two node rows share a terminal row: a click picks the upper node, a second click the lower one,
+    and a cell the upper node does not have (it has fewer GPUs) goes straight to the lower node."""
+    nodes = list(synthetic_nodes(40, 4))
+    nodes[0] = replace(nodes[0], gpus=nodes[0].gpus[:1])
+    board = GpuBoard()
+    board.ingest_nodes(tuple(nodes), job_running=False, local_time=T0)
+    heatmap = GpuHeatmap()
+    async with Host(heatmap).run_test(size=(80, 24)) as pilot:
+        heatmap.show(board.fleet())
+        await pilot.pause()
+        per_line = heatmap.nodes_per_line
+        assert heatmap.cursor == (0, 0)
+        await pilot.click(GpuHeatmap, offset=(6 + 3, 0))  # GPU 3 of the first column
+        assert heatmap.cursor == (per_line, 3)
+        await pilot.click(GpuHeatmap, offset=(6 + 5 + 1, 0))  # GPU 1 of the second column: upper node
+        assert heatmap.cursor == (1, 1)
+        await pilot.click(GpuHeatmap, offset=(6 + 5 + 1, 0))  # again: the lower node
+        assert heatmap.cursor == (1 + per_line, 1)

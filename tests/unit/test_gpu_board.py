@@ -110,7 +110,7 @@ def test_synthetic_cluster_totals_sort_and_filter() -> None:
     assert fleet.totals.mean_utilization == pytest.approx(sum(with_util) / len(with_util))
     assert fleet.totals.idle == sum(1 for u in with_util if u < 5)
     assert fleet.totals.stale == sum(
-        1 for r in alive_rows if r.gpu is not None and is_stale(r, fleet.cluster_time)
+        1 for r in alive_rows if r.gpu is not None and is_stale(r, fleet.built_at)
     )
     assert fleet.totals.stale > 0 and fleet.totals.idle > 0
     by_util = fleet.ordered("util")
@@ -133,7 +133,7 @@ def test_dead_nodes_do_not_count_and_are_never_stale() -> None:
     fleet = fleet_of(nodes)
     dead = [r for r in fleet.rows if not r.node.alive]
     assert dead
-    assert not any(is_stale(r, fleet.cluster_time + 3600) for r in dead)
+    assert not any(is_stale(r, fleet.built_at + 3600) for r in dead)
     assert fleet.totals.gpus == len(fleet.rows) - len(dead)
 
 
@@ -142,7 +142,7 @@ def test_ages_use_the_cluster_clock_not_the_login_node_clock() -> None:
     board = GpuBoard()
     board.ingest_nodes(nodes, job_running=False, local_time=T0 + 7200)  # login node two hours ahead
     fleet = board.fleet()
-    now = fleet.now(T0 + 7200)
+    now = fleet.built_at
     ages = [fleet.age(r, now) for r in fleet.rows if r.gpu is not None]
     assert all(a is not None and a < 60 for a in ages)
 
@@ -221,11 +221,13 @@ def test_a_cluster_whose_readings_all_stop_turns_stale() -> None:
 
 def test_a_poll_older_than_the_last_is_ignored() -> None:
     board = GpuBoard()
-    board.ingest_nodes(synthetic_nodes(2, 2), job_running=False, local_time=T0 + 10)
+    board.ingest_nodes(synthetic_nodes(2, 2), job_running=False, local_time=T0 + 10, poll=2)
     generation = board.generation
-    board.ingest_nodes(synthetic_nodes(5, 2), job_running=False, local_time=T0 + 5)
+    board.ingest_nodes(synthetic_nodes(5, 2), job_running=False, local_time=T0 + 12, poll=1)
     assert len(board.fleet().nodes) == 2 and board.generation == generation
-    board.ingest_nodes(synthetic_nodes(5, 2), job_running=False, local_time=T0 + 15)
+    board.ingest_nodes(
+        synthetic_nodes(5, 2), job_running=False, local_time=T0 + 5, poll=3
+    )  # clock stepped back
     fleet = board.fleet()
     assert len(fleet.nodes) == 5 and fleet.generation == board.generation > generation
 
@@ -260,3 +262,23 @@ def test_worker_python_from_the_captured_raylet_command_line() -> None:
     doc = json.loads((SAMPLES / "node_detail.json").read_text())
     assert parse.worker_python(doc["data"]["detail"]["cmdline"]) == "/opt/venv/bin/python3"
     assert parse.worker_python(["raylet", "--node_id=x"]) == ""
+
+
+def test_one_node_with_a_clock_ahead_does_not_age_the_others() -> None:
+    """The cluster's offset is the median of the nodes' own: agent readings of a node whose clock runs
+    3 s ahead do not make the other nodes' readings look 3 s old (or stale)."""
+    nodes = tuple(n for n in synthetic_nodes(8, 1) if n.alive)[:5]
+    gpu = nodes[0].gpus[0]
+    board = GpuBoard()
+    for second in range(1, 6):
+        arrived = T0 + second + 0.2
+        board.ingest_agent([nodes[0].node_id], T0 + second + 3.0, [gpu], arrived=arrived)
+        for node in nodes[1:]:
+            board.ingest_agent([node.node_id], T0 + second, [gpu], arrived=arrived)
+    board.ingest_nodes(nodes, job_running=False, local_time=T0 + 5.2)
+    fleet = board.fleet()
+    now = T0 + 5.3
+    ages = [fleet.age(row, now) for row in fleet.rows if row.node is not nodes[0]]
+    # 0.1 s: the offset absorbs the steady 0.2 s delivery delay, so an age is the time since arrival.
+    assert ages and all(age == pytest.approx(0.1, abs=0.01) for age in ages)
+    assert not any(is_stale(row, now) for row in fleet.rows)

@@ -150,13 +150,19 @@ async def stream_readings(
         agent: AgentProcess = await start()
     except Exception as exc:  # an SSH or OS error starting it: one line, the view goes on
         raise AgentFailed(f"{label}: cannot start the agent ({exc})") from None
+    lines = agent.lines().__aiter__()
     try:
-        async for line in agent.lines():
+        while True:
+            try:
+                line = await lines.__anext__()
+            except StopAsyncIteration:
+                break
+            except Exception as exc:  # the connection under the stream dropped (a bug in on_reading raises)
+                reason = str(exc) or type(exc).__name__
+                raise AgentFailed(f"{label}: the agent's stream broke ({reason})") from None
             reading = parse_reading(line)
             if reading is not None:
                 on_reading(reading)
-    except Exception as exc:  # the connection under the stream dropped
-        raise AgentFailed(f"{label}: the agent's stream broke ({exc or type(exc).__name__})") from None
     finally:
         with contextlib.suppress(Exception):
             await agent.stop()
@@ -172,10 +178,15 @@ class _Stderr:
         self._task = asyncio.get_running_loop().create_task(self._drain(stream))
 
     async def _drain(self, stream: Any) -> None:
-        async for raw in stream:
-            line = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
-            if line.strip():
-                self.tail.append(line.strip())
+        # Chunks, not lines: a line longer than the stream's buffer would stop `readline` for good.
+        pending = ""
+        while chunk := await stream.read(4096):
+            text = chunk.decode(errors="replace") if isinstance(chunk, bytes) else chunk
+            *complete, pending = (pending + text).split("\n")
+            self.tail.extend(line.strip()[:500] for line in complete if line.strip())
+            pending = pending[-4096:]
+        if pending.strip():
+            self.tail.append(pending.strip()[:500])
 
     async def last_line(self) -> str:
         with contextlib.suppress(Exception):

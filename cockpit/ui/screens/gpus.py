@@ -20,6 +20,7 @@ from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.widgets import gpu_cells as cells
 from cockpit.ui.widgets.gpu_heatmap import GpuHeatmap
 from cockpit.ui.widgets.gpu_list import GpuList
+from cockpit.ui.widgets.text_line import TextLine
 
 HEATMAP_FROM = 256
 """GPUs from which the screen opens on the heatmap (a list of more rows no longer shows the picture)."""
@@ -47,7 +48,7 @@ class GpuScreen(CockpitScreen):
     GpuScreen GpuHeatmap { display: none; }
     GpuScreen.heatmap GpuHeatmap { display: block; }
     GpuScreen.heatmap GpuList { display: none; }
-    GpuScreen #gpu-legend { height: auto; max-height: 3; padding: 0 1; display: none; }
+    GpuScreen #gpu-legend { height: 3; padding: 0 1; display: none; }
     GpuScreen.heatmap #gpu-legend { display: block; }
     GpuScreen #gpu-filter { display: none; }
     GpuScreen #gpu-filter.shown { display: block; }
@@ -64,12 +65,12 @@ class GpuScreen(CockpitScreen):
         self._cursor_text = Text()
 
     def compose_body(self) -> ComposeResult:
-        yield Static("waiting for the first reading of the cluster…", id="gpu-totals", markup=False)
-        yield Static("", id="gpu-notice", markup=False)
+        yield TextLine("waiting for the first reading of the cluster…", id="gpu-totals")
+        yield TextLine("", id="gpu-notice")
         yield GpuList(id="gpu-list")
         yield GpuHeatmap(id="gpu-heatmap")
         yield Input(id="gpu-filter", compact=True, placeholder="node name, IP, node id, actor or role")
-        yield Static("", id="gpu-legend")
+        yield TextLine("", id="gpu-legend")
         yield Static(
             "[b]s[/b] sort · [b]v[/b] list/heatmap · [b]/[/b] filter · [b]h[/b] 1 Hz agent · "
             "[b]Enter[/b] opens a heatmap cell's node",
@@ -78,6 +79,8 @@ class GpuScreen(CockpitScreen):
 
     def on_screen_resume(self) -> None:
         super().on_screen_resume()
+        if self.cockpit.high_res.on:
+            self.cockpit.gpu_changed()  # agent readings that came while another screen was shown
         if self._tick is None:
             self._tick = self.set_interval(TICK_SECONDS, self._age_tick, name="gpu-ages")
         else:
@@ -88,7 +91,8 @@ class GpuScreen(CockpitScreen):
             self._tick.pause()
 
     def _age_tick(self) -> None:
-        if self.view == "list":
+        fleet = self.cockpit.gpu_fleet
+        if self.view == "list" and fleet is not None and fleet.totals.with_telemetry:  # ages on screen
             self.query_one(GpuList).tick()
 
     # -- data --------------------------------------------------------------------------------------
@@ -99,7 +103,7 @@ class GpuScreen(CockpitScreen):
             return
         if self.view is None:
             self._set_view("heatmap" if len(fleet.rows) >= HEATMAP_FROM else "list")
-        self.query_one("#gpu-totals", Static).update(self._totals_text(fleet))
+        self.query_one("#gpu-totals", TextLine).show(self._totals_text(fleet))
         if self.view == "heatmap":
             heatmap = self.query_one(GpuHeatmap)
             heatmap.show(fleet, self.node_filter)
@@ -141,9 +145,9 @@ class GpuScreen(CockpitScreen):
         return text
 
     def show_notice(self) -> None:
-        notice = self.query_one("#gpu-notice", Static)
+        notice = self.query_one("#gpu-notice", TextLine)
         message, error = self.cockpit.high_res_notice()
-        notice.update(Text(message, no_wrap=True, overflow="ellipsis"))
+        notice.show(Text(message, no_wrap=True, overflow="ellipsis"))
         notice.set_class(bool(message), "shown")
         notice.set_class(error, "error")
 
@@ -190,7 +194,11 @@ class GpuScreen(CockpitScreen):
         (self.query_one(GpuHeatmap) if self.view == "heatmap" else self.query_one(GpuList)).focus()
 
     def action_toggle_high_res(self) -> None:
-        self.cockpit.toggle_high_res()
+        fleet = self.cockpit.gpu_fleet
+        preferred: set[str] = set()
+        if fleet is not None and self.node_filter:  # with more nodes than agents, the filtered come first
+            preferred = {fleet.rows[i].node.node_id for i in fleet.order("node", self.node_filter)}
+        self.cockpit.toggle_high_res(preferred)
         self.show_notice()
 
     @on(GpuHeatmap.NodeChosen)
@@ -228,4 +236,4 @@ class GpuScreen(CockpitScreen):
                 if actors:
                     legend.append(" · " + ", ".join(a.label for a in actors))
                 legend.append(" · Enter opens the node", style="dim")
-        self.query_one("#gpu-legend", Static).update(legend)
+        self.query_one("#gpu-legend", TextLine).show(legend)

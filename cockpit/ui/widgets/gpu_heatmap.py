@@ -251,7 +251,9 @@ class GpuHeatmap(ScrollView, can_focus=True):
             return
         # A terminal row holds two node rows; a second click on the cell picks the lower one.
         upper = (y * 2) * self.nodes_per_line + column
-        node = upper + self.nodes_per_line if self.cursor == (upper, gpu) else upper
+        lower = upper + self.nodes_per_line
+        short = upper < len(self._cells) and gpu >= len(self._cells[upper])  # only the lower node is there
+        node = lower if short or self.cursor == (upper, gpu) else upper
         if node < len(self._cells) and gpu < len(self._cells[node]):
             self._set_cursor(node, gpu)
 

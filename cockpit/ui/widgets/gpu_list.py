@@ -340,7 +340,7 @@ class GpuList(ScrollView, can_focus=True):
     def tick(self) -> None:
         """Ages move on between polls: re-render the visible rows once (called at most every second)."""
         if self.fleet is not None:
-            self._now = self.fleet.now(time.time())
+            self._now = time.time()
             self._version += 1
             self.refresh()
 
