@@ -72,8 +72,8 @@ class GpuScreen(CockpitScreen):
         yield Input(id="gpu-filter", compact=True, placeholder="node name, IP, node id, actor or role")
         yield TextLine("", id="gpu-legend")
         yield Static(
-            "[b]s[/b] sort · [b]v[/b] list/heatmap · [b]/[/b] filter · [b]h[/b] 1 Hz agent · "
-            "[b]Enter[/b] opens a heatmap cell's node",
+            "[b]s[/b] sort · [b]v[/b] heatmap · [b]/[/b] filter · [b]h[/b] 1 Hz agent · "
+            "[b]Enter[/b] opens a cell's node",
             id="gpu-hint",
         )
 
