@@ -129,9 +129,6 @@ class GpuFleet:
     def age(self, row: GpuRow, now: float) -> float | None:
         return None if row.sample_time is None else max(0.0, now - row.sample_time)
 
-    def stale(self, row: GpuRow, now: float) -> bool:
-        return is_stale(row, now)
-
     def idle(self, row: GpuRow) -> bool:
         gpu = row.gpu
         return gpu is not None and gpu.utilization is not NA and gpu.utilization < IDLE_BELOW
@@ -188,6 +185,8 @@ class _AgentReading:
     gpus: tuple[GpuSample, ...]
 
 
+FORGET_EVERY = 60
+"""Polls between sweeps of the history for GPUs whose node left the cluster (5 min at 5 s)."""
 OFFSET_WINDOW = 24
 """Fresh readings per node whose smallest lag is that node's clock offset."""
 
@@ -225,6 +224,7 @@ class GpuBoard:
         self._lock = threading.Lock()
         self.generation = 0
         self._poll = -1
+        self._ingested = 0
         self._nodes: tuple[NodeSnapshot, ...] = ()
         self._job_running = False
         self._clocks: dict[str, _NodeClock] = {}
@@ -277,6 +277,13 @@ class GpuBoard:
                 when = node.sample_time + clock.offset
                 for gpu in node.gpus:
                     record(prefix + str(gpu.index), when, gpu.utilization)
+            self._ingested += 1
+            if self._ingested % FORGET_EVERY == 0:
+                # Memory stays bounded by the cluster's size: nodes gone from Ray's tables lose their
+                # history (and their clocks); dead nodes Ray still lists keep theirs.
+                listed = {node.node_id for node in nodes}
+                self.history.forget_unless(lambda key: key.partition(":")[0] in listed)
+                self._clocks = {k: v for k, v in self._clocks.items() if k in listed}
             self._changed()
 
     def ingest_actors(self, actors: Iterable[ActorRow]) -> None:

@@ -9,6 +9,8 @@ early, never a wrong one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from cockpit.core.snapshots import NA, Metric
 
 HISTORY_SECONDS = 600
@@ -61,9 +63,9 @@ class UtilHistory:
         if count > first:
             ring[0 : count - first] = _FILL[value][: count - first]
 
-    def forget(self, keep: set[str]) -> None:
-        """Drop the history of GPUs no longer in the cluster (a node left for good)."""
-        for key in [k for k in self._rings if k not in keep]:
+    def forget_unless(self, keep: Callable[[str], bool]) -> None:
+        """Drop the history of the GPUs `keep` says no to (their node left the cluster for good)."""
+        for key in [k for k in self._rings if not keep(k)]:
             del self._rings[key]
             self._last.pop(key, None)
 

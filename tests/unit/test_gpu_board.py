@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cockpit.core import parse
-from cockpit.core.gpu_board import GpuBoard, GpuFleet, is_stale
+from cockpit.core.gpu_board import FORGET_EVERY, GpuBoard, GpuFleet, is_stale
 from cockpit.core.gpu_history import HISTORY_SECONDS, HOLD_SECONDS, UtilHistory
 from cockpit.core.roles import role_of
 from cockpit.core.snapshots import NA, ActorRow, GpuSample, NodeSnapshot
@@ -178,7 +178,7 @@ def test_history_holds_readings_and_leaves_long_gaps_empty() -> None:
     assert len(coarse) == 10 and max(v for v in coarse if v is not None) == 80
     history.record("g", T0, 100.0)  # older than the newest: ignored
     assert history.series("g", T0 + 95 + HOLD_SECONDS + 50, HISTORY_SECONDS) == after
-    history.forget(set())
+    history.forget_unless(lambda key: key != "g")
     assert len(history) == 0 and history.series("g", T0, 3) == [None, None, None]
 
 
@@ -282,3 +282,14 @@ def test_one_node_with_a_clock_ahead_does_not_age_the_others() -> None:
     # 0.1 s: the offset absorbs the steady 0.2 s delivery delay, so an age is the time since arrival.
     assert ages and all(age == pytest.approx(0.1, abs=0.01) for age in ages)
     assert not any(is_stale(row, now) for row in fleet.rows)
+
+
+def test_history_of_nodes_gone_from_the_cluster_is_dropped() -> None:
+    nodes = synthetic_nodes(4, 2)
+    board = GpuBoard()
+    for poll in range(FORGET_EVERY):
+        board.ingest_nodes(
+            nodes if poll < 5 else nodes[:2], job_running=False, local_time=T0 + poll, poll=poll
+        )
+    kept = {key.partition(":")[0] for key in board.history._rings}
+    assert kept and kept <= {node.node_id for node in nodes[:2]}
