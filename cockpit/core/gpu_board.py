@@ -373,9 +373,9 @@ def _build(inputs: _Inputs, generation: int) -> GpuFleet:
     rows: list[GpuRow] = []
     search: list[str] = []
     agent = inputs.agent
+    offset = inputs.offset
     for node in inputs.nodes:
         prefix = node.node_id + ":"
-        offset = inputs.offset
         where = f"{node.hostname}|{node.ip}|{node.node_id}".lower()
         reading = agent.get(node.node_id)
         if (
@@ -395,11 +395,12 @@ def _build(inputs: _Inputs, generation: int) -> GpuFleet:
                 search.append(where + _actor_text(by_pid, node.ip, gpu))
         elif node.logical_gpus > 0:
             actors = holding.get(node.node_id, ())
-            held = "|".join(f"{a.class_name}|{a.name}|{a.role}" for a in actors).lower()
+            held = "".join(_actor_words(a) for a in actors)
             for index in range(int(node.logical_gpus + 0.999)):
                 rows.append(GpuRow(node, None, index, prefix + str(index), None, "none"))
-                search.append(f"{where}|{held}")
+                search.append(where + held)
     now = inputs.local_time
+    states = bytes(_state(row, now, inputs.job_running) for row in rows)
     groups = [0]
     models = []
     for index in range(1, len(rows) + 1):
@@ -410,12 +411,12 @@ def _build(inputs: _Inputs, generation: int) -> GpuFleet:
     return GpuFleet(
         rows=tuple(rows),
         nodes=inputs.nodes,
-        totals=_totals(rows, inputs.nodes, now),
+        totals=_totals(rows, inputs.nodes, states),
         built_at=now,
         job_running=inputs.job_running,
         actors_by_pid=by_pid,
         gpu_actors=holding,
-        states=bytes(_state(row, now, inputs.job_running) for row in rows),
+        states=states,
         groups=tuple(groups) if rows else (0,),
         models=tuple(models) if rows else (),
         by_util=tuple(sorted(range(len(rows)), key=lambda i: _util_key(rows[i]))),
@@ -433,13 +434,13 @@ def _cluster_offset(clocks: Mapping[str, _NodeClock], nodes: Sequence[NodeSnapsh
     return offsets[(len(offsets) - 1) // 2] if offsets else 0.0
 
 
+def _actor_words(actor: ActorRef) -> str:
+    """What a filter matches of an actor, lower case, each word after a `|`."""
+    return f"|{actor.class_name}|{actor.name}|{actor.role}".lower()
+
+
 def _actor_text(by_pid: Mapping[tuple[str, int], ActorRef], ip: str, gpu: GpuSample) -> str:
-    text = ""
-    for process in gpu.processes:
-        actor = by_pid.get((ip, process.pid))
-        if actor is not None:
-            text += f"|{actor.class_name}|{actor.name}|{actor.role}".lower()
-    return text
+    return "".join(_actor_words(a) for p in gpu.processes if (a := by_pid.get((ip, p.pid))) is not None)
 
 
 def _actor_maps(
@@ -481,7 +482,7 @@ def is_stale(row: GpuRow, now: float) -> bool:
     return now - row.sample_time > (AGENT_STALE_AFTER if row.source == "agent" else STALE_AFTER)
 
 
-def _totals(rows: Sequence[GpuRow], nodes: Sequence[NodeSnapshot], now: float) -> GpuTotals:
+def _totals(rows: Sequence[GpuRow], nodes: Sequence[NodeSnapshot], states: bytes) -> GpuTotals:
     """Totals over alive nodes. A physical GPU is counted once, however many raylets on its host report
     it (several Ray nodes on one machine each see all its GPUs); logical GPUs count per node."""
     gpus = with_telemetry = idle = stale = no_telemetry = 0
@@ -497,7 +498,7 @@ def _totals(rows: Sequence[GpuRow], nodes: Sequence[NodeSnapshot], now: float) -
             seen = newest.get(row.gpu.uuid)
             if seen is None or (row.sample_time or 0.0) > (seen.sample_time or 0.0):
                 newest[row.gpu.uuid] = row
-    for row in rows:
+    for row, state in zip(rows, states, strict=True):
         if not row.node.alive:
             continue
         gpu_nodes.add(row.node.node_id)
@@ -519,7 +520,7 @@ def _totals(rows: Sequence[GpuRow], nodes: Sequence[NodeSnapshot], now: float) -
             mem_used += gpu.memory_used_mib
             mem_total += gpu.memory_total_mib
             mem_count += 1
-        if is_stale(row, now):
+        if state == STALE:
             stale += 1
     alive_nodes = sum(1 for n in nodes if n.alive)
     return GpuTotals(

@@ -17,7 +17,7 @@ from textual.app import App, ComposeResult
 
 from cockpit.core import parse
 from cockpit.core.gpu_board import GpuBoard, GpuFleet
-from cockpit.core.snapshots import ActorRow
+from cockpit.core.snapshots import ActorRow, NodeSnapshot
 from cockpit.ui.widgets.gpu_heatmap import CLASSES, EMPTY, GpuHeatmap
 from cockpit.ui.widgets.gpu_list import GpuList
 from tests.harness.synthetic import T0, synthetic_actors, synthetic_nodes
@@ -161,12 +161,20 @@ async def test_list_sorted_by_utilization_puts_idle_gpus_first_at_80_columns() -
         assert "Node" in visible[0] and " 0% " in visible[1] and "IDLE" in visible[1]
 
 
-async def test_heatmap_cursor_walks_nodes_with_fewer_gpus() -> None:
-    """Right and left step GPU by GPU and cross into the next node whatever its size (MIG, 4-GPU nodes)."""
-    nodes = list(synthetic_nodes(6, 8))
-    nodes[1] = replace(nodes[1], gpus=nodes[1].gpus[:3])
+def board_with_a_short_node(
+    count: int, gpus: int, short: int, keep: int
+) -> tuple[GpuBoard, list[NodeSnapshot]]:
+    """A synthetic cluster where node `short` has only its first `keep` GPUs (MIG, a 4-GPU node...)."""
+    nodes = list(synthetic_nodes(count, gpus))
+    nodes[short] = replace(nodes[short], gpus=nodes[short].gpus[:keep])
     board = GpuBoard()
     board.ingest_nodes(tuple(nodes), job_running=False, local_time=T0)
+    return board, nodes
+
+
+async def test_heatmap_cursor_walks_nodes_with_fewer_gpus() -> None:
+    """Right and left step GPU by GPU and cross into the next node whatever its size (MIG, 4-GPU nodes)."""
+    board, nodes = board_with_a_short_node(6, 8, short=1, keep=3)
     heatmap = GpuHeatmap()
     async with Host(heatmap).run_test(size=(80, 24)) as pilot:
         heatmap.show(board.fleet())
@@ -212,10 +220,7 @@ async def test_list_pages_without_skipping_rows_under_the_header() -> None:
 async def test_heatmap_clicks_reach_the_lower_node_of_a_row() -> None:
     """Two node rows share a terminal row: a click picks the upper node, a second click the lower one,
     and a cell the upper node does not have (it has fewer GPUs) goes straight to the lower node."""
-    nodes = list(synthetic_nodes(40, 4))
-    nodes[0] = replace(nodes[0], gpus=nodes[0].gpus[:1])
-    board = GpuBoard()
-    board.ingest_nodes(tuple(nodes), job_running=False, local_time=T0)
+    board, _nodes = board_with_a_short_node(40, 4, short=0, keep=1)
     heatmap = GpuHeatmap()
     async with Host(heatmap).run_test(size=(80, 24)) as pilot:
         heatmap.show(board.fleet())
