@@ -74,6 +74,7 @@ def _child(variant: str, rounds: int, tune: bool = True) -> dict[str, Any]:
     from cockpit.core.gpu_board import GpuBoard, GpuFleet
     from cockpit.core.targets import parse_target
     from cockpit.ui.screens.gpus import GpuScreen
+    from cockpit.ui.state import StateChanged
     from cockpit.ui.widgets import gpu_cells as cells
     from tests.harness.synthetic import T0, synthetic_actors, synthetic_nodes
 
@@ -122,13 +123,10 @@ def _child(variant: str, rounds: int, tune: bool = True) -> dict[str, Any]:
 
         CSS_PATH = str(Path(app_module.__file__).with_name("app.tcss"))  # relative to the class's module
 
-        def poll_cluster(self) -> None:  # type: ignore[override]
-            return None
-
         def show(self, fleet: GpuFleet) -> None:
-            """What a poll's arrival does (`_cluster_polled`): the new fleet, then the visible screen."""
-            self.gpu_fleet = fleet
-            self._refresh_visible()
+            """What a poll's arrival does: the new fleet into the state, then the screen on view."""
+            self.state.gpu_fleet = fleet
+            self._state_changed(StateChanged("gpus", "snapshot"))
 
     class TableBench(App[None]):
         CSS = "DataTable { height: 1fr; } #totals { height: 1; }"
@@ -155,9 +153,13 @@ def _child(variant: str, rounds: int, tune: bool = True) -> dict[str, Any]:
 
     async def drive() -> dict[str, Any]:
         app: CockpitBench | TableBench
-        app = TableBench() if variant.startswith("datatable") else CockpitBench(parse_target("local"))
+        app = (
+            TableBench()
+            if variant.startswith("datatable")
+            else CockpitBench(parse_target("local"), offline=True)
+        )
         async with app.run_test(size=SIZE) as pilot:
-            board = app.gpu_board
+            board = app.state.gpu_board if isinstance(app, CockpitBench) else app.gpu_board
             board.ingest_actors(synthetic_actors(synthetic_nodes(NODES, GPUS)))
             first = next_fleet(board, 0)
             if isinstance(app, TableBench):

@@ -1,4 +1,8 @@
-"""Provides the app-wide messages: what the pollers found, or why they found nothing."""
+"""Provides the app-wide messages: what screens ask of the app, and what feeds ask of the user.
+
+Data itself does not travel in messages: feeds write the state (`cockpit.ui.state`) and post
+`StateChanged`. These are requests, each handled in one place by the app.
+"""
 
 from __future__ import annotations
 
@@ -6,36 +10,35 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from cockpit.core.gpu_board import GpuFleet
-from cockpit.core.snapshots import ClusterInfo, ClusterSnapshot
+from cockpit.core.snapshots import JobRow
 from cockpit.core.ssh_errors import UnknownHostKey
+from cockpit.ui.state import Need
 
 
 @dataclass
-class ClusterPolled(Message):
-    """A fresh cluster snapshot arrived."""
+class ScreenShown(Message):
+    """A main screen came into view; `needs` is what it declared (the feeds fetch accordingly)."""
 
-    snapshot: ClusterSnapshot
-    gpus: GpuFleet | None = None
-    """Every GPU of the snapshot, with its history and actors (built off the UI thread)."""
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, ClusterPolled)
+    needs: frozenset[Need]
 
 
 @dataclass
-class ClusterInfoLoaded(Message):
-    """Versions of the cluster, fetched once per connection."""
-
-    info: ClusterInfo
+class RefreshRequested(Message):
+    """Poll now (and after a refused token or host key, reconnect)."""
 
 
 @dataclass
-class PollFailed(Message):
-    """The cluster did not answer; `reason` is one sentence for the header."""
+class ShowJobLog(Message):
+    """Open the Logs screen on `job`'s driver log."""
 
-    reason: str
-    permanent: bool = False
+    job: JobRow
+
+
+@dataclass
+class HighResToggled(Message):
+    """Start or stop the GPU agents; `preferred` node ids are covered first when agents run short."""
+
+    preferred: frozenset[str] = frozenset()
 
 
 @dataclass

@@ -9,7 +9,7 @@ import pytest
 from cockpit.core import local_cluster
 from cockpit.core.targets import parse_target
 from cockpit.ui.app import CockpitApp
-from cockpit.ui.messages import ClusterPolled, PollFailed
+from cockpit.ui.state import StateChanged
 from cockpit.ui.screens.cluster import ClusterScreen
 from cockpit.ui.screens.gpus import GpuScreen
 from cockpit.ui.screens.help import HelpScreen
@@ -39,8 +39,9 @@ async def test_cluster_screen_shows_nodes_and_join_progress(
         table = app.screen.query_one(NodeTable)
         await until(pilot, lambda: len(alive_rows(table)) >= 3)
         assert isinstance(app.screen, ClusterScreen)
-        polled = [m for m in messages if isinstance(m, ClusterPolled)]
-        snapshot = polled[-1].snapshot
+        assert any(isinstance(m, StateChanged) and "snapshot" in m.topics for m in messages)
+        snapshot = app.state.snapshot
+        assert snapshot is not None
         head = next(n for n in snapshot.nodes if n.is_head)
         assert cell(table, head.node_id, "node").endswith("★")
         assert cell(table, head.node_id, "gpus") == "2 (logical)"
@@ -80,11 +81,11 @@ async def test_node_killed_mid_run_turns_dead_with_reason(ray_cluster: ClusterHa
 
 
 async def test_unreachable_dashboard_is_shown_and_retried() -> None:
-    messages: list[object] = []
     app = CockpitApp(parse_target("http://127.0.0.1:9"))
-    async with app.run_test(size=(100, 30), message_hook=messages.append) as pilot:
-        await until(pilot, lambda: sum(isinstance(m, PollFailed) for m in messages) >= 2, timeout=20)
-        header = str(app.screen.query_one(StatusBar).render())
+    async with app.run_test(size=(100, 30)) as pilot:
+        bar = app.screen.query_one(StatusBar)
+        await until(pilot, lambda: "retry 2 " in str(bar.render()), timeout=20)
+        header = str(bar.render())
         assert "unreachable" in header and "cannot reach the Ray dashboard" in header and "retry" in header
         await pilot.press("q")
         await pilot.pause()

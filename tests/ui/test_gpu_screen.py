@@ -47,7 +47,7 @@ def agent_processes() -> list[int]:
 
 def logical_rows(app: CockpitApp, alive: bool = False) -> int:
     """GPU rows without telemetry (of alive nodes only, if `alive`)."""
-    fleet = app.gpu_fleet
+    fleet = app.state.gpu_fleet
     assert fleet is not None
     return sum(1 for r in fleet.rows if r.gpu is None and (r.node.alive or not alive))
 
@@ -63,7 +63,9 @@ def notice(app: CockpitApp) -> str:
 async def open_gpu_screen(app: CockpitApp, pilot) -> None:  # type: ignore[no-untyped-def]
     await pilot.press("2")
     assert isinstance(app.screen, GpuScreen)
-    await until(pilot, lambda: app.gpu_fleet is not None and len(app.gpu_fleet.rows) >= 6, timeout=60)
+    await until(
+        pilot, lambda: app.state.gpu_fleet is not None and len(app.state.gpu_fleet.rows) >= 6, timeout=60
+    )
 
 
 async def test_logical_gpus_and_the_demo_actors_on_them(ray_cluster: ClusterHandle, demo_job: str) -> None:
@@ -73,7 +75,7 @@ async def test_logical_gpus_and_the_demo_actors_on_them(ray_cluster: ClusterHand
         # Actors are listed every third poll while the screen is shown: wait for the holders.
         await until(pilot, lambda: "PolicyTrainer (policy) holds 1 GPU" in text(app), timeout=60)
         shown = text(app)
-        nodes = [n for n in app.gpu_fleet.nodes if n.alive] if app.gpu_fleet else []
+        nodes = [n for n in app.state.gpu_fleet.nodes if n.alive] if app.state.gpu_fleet else []
         assert len(nodes) == 3
         for node in nodes:
             assert f"▾ {node.hostname} · {node.ip}" in shown and node.node_id[:8] in shown
@@ -96,7 +98,7 @@ async def test_logical_gpus_and_the_demo_actors_on_them(ray_cluster: ClusterHand
         assert "≥90%" in legend and "no telemetry" in legend and "no GPU telemetry (logical GPU)" in legend
         await pilot.press("right", "right")
         chosen = heatmap.cursor_row
-        assert chosen is not None and chosen.node is not app.gpu_fleet.rows[0].node  # the second node
+        assert chosen is not None and chosen.node is not app.state.gpu_fleet.rows[0].node  # the second node
         await pilot.press("enter")
         gpu_list = app.screen.query_one(GpuList)
         assert gpu_list.display and isinstance(app.screen, GpuScreen)
@@ -104,7 +106,7 @@ async def test_logical_gpus_and_the_demo_actors_on_them(ray_cluster: ClusterHand
         filtered = text(app)
         assert filtered.count("▾ ") == 1 and chosen.node.node_id[:8] in filtered
         await pilot.press("escape")
-        await until(pilot, lambda: text(app).count("▾ ") == len(app.gpu_fleet.groups) - 1)
+        await until(pilot, lambda: text(app).count("▾ ") == len(app.state.gpu_fleet.groups) - 1)
         # Sorting drops the grouping and adds a node column.
         await pilot.press("s")
         assert "Node" in gpu_list.text_lines()[0] and "by utilization" in str(
@@ -139,8 +141,8 @@ async def test_high_resolution_streams_agent_readings_then_turns_off(
         await until(pilot, lambda: text(app).count("FAKE NVIDIA H100") == 3, timeout=30)
         shown = text(app)
         assert "80.0 GiB" in shown and "300 W" in shown and "60°C" in shown and "pid 4242" in shown
-        assert app.gpu_fleet is not None
-        assert {r.source for r in app.gpu_fleet.rows if r.node.alive} == {"agent"}
+        assert app.state.gpu_fleet is not None
+        assert {r.source for r in app.state.gpu_fleet.rows if r.node.alive} == {"agent"}
         assert agent_processes()
         await pilot.press("h")
         await until(pilot, lambda: "no GPU telemetry" in text(app), timeout=30)

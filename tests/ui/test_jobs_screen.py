@@ -57,7 +57,7 @@ async def test_launch_from_the_tui_runs_to_success_then_delete(ray_cluster: Clus
         await until(pilot, lambda: isinstance(app.screen, JobsScreen))
 
         def launched() -> list[str]:
-            jobs = app.snapshot.jobs if app.snapshot else ()
+            jobs = app.state.snapshot.jobs if app.state.snapshot else ()
             return [j.key for j in jobs if j.metadata.get("cockpit_overrides") and j.key.startswith("demo-")]
 
         await until(pilot, launched, timeout=30)

@@ -12,6 +12,7 @@ from textual.widgets import Input, OptionList
 
 from cockpit.core.targets import parse_target
 from cockpit.ui.app import CockpitApp
+from cockpit.ui.messages import ShowJobLog
 from cockpit.ui.screens.logs import LogsScreen
 from cockpit.ui.screens.picker import PickScreen
 from cockpit.ui.widgets.log_view import LogView
@@ -28,10 +29,14 @@ def lines_with(view: LogView, text: str, source: str | None = None) -> list[str]
 
 
 async def open_logs_of(app: CockpitApp, pilot: Pilot[int], job_id: str) -> LogView:
-    await until(pilot, lambda: app.snapshot is not None and any(j.key == job_id for j in app.snapshot.jobs))
-    assert app.snapshot is not None
-    job = next(j for j in app.snapshot.jobs if j.key == job_id)
-    await app.show_job_logs(job)
+    await until(
+        pilot,
+        lambda: app.state.snapshot is not None and any(j.key == job_id for j in app.state.snapshot.jobs),
+    )
+    assert app.state.snapshot is not None
+    job = next(j for j in app.state.snapshot.jobs if j.key == job_id)
+    app.post_message(ShowJobLog(job))
+    await until(pilot, lambda: isinstance(app.screen, LogsScreen) and app.screen.job is not None)
     assert isinstance(app.screen, LogsScreen)
     return app.screen.query_one(LogView)
 
@@ -107,8 +112,8 @@ async def test_first_exception_banner_and_jump(ray_cluster: ClusterHandle, tmp_p
         await until(
             pilot,
             lambda: (
-                app.snapshot is not None
-                and any(j.key == job_id and j.driver_node_id for j in app.snapshot.jobs)
+                app.state.snapshot is not None
+                and any(j.key == job_id and j.driver_node_id for j in app.state.snapshot.jobs)
             ),
         )
         view = await open_logs_of(app, pilot, job_id)

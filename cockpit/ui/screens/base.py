@@ -1,30 +1,40 @@
-"""Provides the frame every main screen shares: the status bar on top, the key footer below."""
+"""Provides the frame every main screen shares: the status bar on top, the key footer below, and the
+screen's view of the cockpit's state.
+
+A screen declares what it needs (`NEEDS`); when it comes into view the app tells the feeds, which
+fetch accordingly. After each change the app calls `state_changed` on the screen on view, which
+redraws when a topic it shows changed. Screens read `self.state` and never import the app.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Footer
 
+from cockpit.ui.messages import ScreenShown
+from cockpit.ui.state import CockpitHost, CockpitState, Need, Topic, host_of
 from cockpit.ui.widgets.status_bar import StatusBar
-
-if TYPE_CHECKING:
-    from cockpit.ui.app import CockpitApp
 
 
 class CockpitScreen(Screen[None]):
     """A main screen (reached by a number key). Subclasses compose their body in `compose_body`."""
 
     TITLE = ""
+    NEEDS: ClassVar[frozenset[Need]] = frozenset({"nodes"})
+    """What the screen shows: the feeds fetch `jobs`, `gpus` and `actors` fully only while it is on view."""
+    SHOWS: ClassVar[frozenset[Topic]] = frozenset({"snapshot", "connection"})
+    """The state topics whose change redraws the screen."""
 
     @property
-    def cockpit(self) -> CockpitApp:
-        from cockpit.ui.app import CockpitApp
+    def host(self) -> CockpitHost:
+        return host_of(self.app)
 
-        assert isinstance(self.app, CockpitApp)
-        return self.app
+    @property
+    def state(self) -> CockpitState:
+        return self.host.state
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status-bar")
@@ -36,8 +46,20 @@ class CockpitScreen(Screen[None]):
         yield from ()
 
     def on_screen_resume(self) -> None:
-        self.cockpit.sync_status_bar(self)
+        self.post_message(ScreenShown(self.NEEDS))
+        self.sync_status_bar()
         self.refresh_view()
 
+    def sync_status_bar(self) -> None:
+        for bar in self.query(StatusBar):
+            bar.show(self.state, self.TITLE)
+
+    def state_changed(self, topics: frozenset[Topic]) -> None:
+        """The app's word that the state changed; redraws what this screen shows of it."""
+        if topics & {"connection", "info", "snapshot"}:
+            self.sync_status_bar()
+        if topics & self.SHOWS:
+            self.refresh_view()
+
     def refresh_view(self) -> None:
-        """Show the app's latest data; called on resume and after each poll while visible."""
+        """Show the state; called on resume and when a topic in `SHOWS` changed while on view."""

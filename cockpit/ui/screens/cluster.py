@@ -7,7 +7,6 @@ from collections.abc import Callable
 from textual.app import ComposeResult
 from textual.widget import Widget
 
-from cockpit.core.join import JoinProgress
 from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.widgets.jobs_strip import JobsStrip
 from cockpit.ui.widgets.join_progress import JoinPanel
@@ -18,23 +17,22 @@ class ClusterScreen(CockpitScreen):
     TITLE = "1 Cluster"
 
     def compose_body(self) -> ComposeResult:
-        app = self.cockpit
+        state = self.state
         panes: dict[str, Callable[[], Widget]] = {
-            "join": lambda: JoinPanel(app.expect_nodes, app.expect_gpus, id="join"),
+            "join": lambda: JoinPanel(state.expect_nodes, state.expect_gpus, id="join"),
             "nodes": lambda: NodeTable(id="nodes"),
             "jobs": lambda: JobsStrip(id="jobs"),
         }
-        for name in app.layout.cluster:
+        for name in state.layout.cluster:
             yield panes[name]()
 
     def refresh_view(self) -> None:
-        snapshot = self.cockpit.snapshot
-        stale = self.cockpit.connection_state != "connected"
+        state = self.state
         for table in self.query(NodeTable):
-            table.set_class(stale, "stale")
-        if snapshot is None:
+            table.set_class(state.connection.stale, "stale")
+        snapshot, progress = state.snapshot, state.join_progress()
+        if snapshot is None or progress is None:
             return
-        progress = JoinProgress.of(snapshot.nodes, self.cockpit.expect_nodes, self.cockpit.expect_gpus)
         for panel in self.query(JoinPanel):
             panel.show(progress)
         for table in self.query(NodeTable):

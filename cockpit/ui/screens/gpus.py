@@ -13,13 +13,16 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.timer import Timer
-from textual.widgets import Input, Static
+from textual.widgets import Input
 
 from cockpit.core.gpu_board import SORT_KEYS, GpuFleet, SortKey
+from cockpit.ui.messages import HighResToggled
 from cockpit.ui.screens.base import CockpitScreen
+from cockpit.ui.state import Topic
 from cockpit.ui.widgets import gpu_cells as cells
 from cockpit.ui.widgets.gpu_heatmap import GpuHeatmap
 from cockpit.ui.widgets.gpu_list import GpuList
+from cockpit.ui.widgets.key_hints import KeyHints
 from cockpit.ui.widgets.text_line import TextLine
 
 HEATMAP_FROM = 256
@@ -31,13 +34,15 @@ SORT_NAMES = {"node": "by node", "util": "by utilization (lowest first)", "memor
 
 class GpuScreen(CockpitScreen):
     TITLE = "2 GPUs"
+    NEEDS = frozenset({"nodes", "gpus", "actors"})
+    SHOWS = frozenset({"gpus"})
     AUTO_FOCUS = "#gpu-list"
     BINDINGS = [
         Binding("s", "cycle_sort", "Sort", id="gpus.sort", show=False),
-        Binding("v", "toggle_view", "List / heatmap", id="gpus.view", show=False),
-        Binding("slash", "filter", "Filter nodes", key_display="/", id="gpus.filter", show=False),
+        Binding("v", "toggle_view", "Heatmap / list", id="gpus.view", show=False),
+        Binding("slash", "filter", "Filter", key_display="/", id="gpus.filter", show=False),
         Binding("escape", "clear_filter", "Clear the filter", id="gpus.clear", show=False),
-        Binding("h", "toggle_high_res", "High-resolution mode", id="gpus.high_res", show=False),
+        Binding("h", "toggle_high_res", "1 Hz agent (high resolution)", id="gpus.high_res", show=False),
     ]
     DEFAULT_CSS = """
     GpuScreen #gpu-totals { height: 1; background: $boost; padding: 0 1; }
@@ -52,7 +57,6 @@ class GpuScreen(CockpitScreen):
     GpuScreen.heatmap #gpu-legend { display: block; }
     GpuScreen #gpu-filter { display: none; }
     GpuScreen #gpu-filter.shown { display: block; }
-    GpuScreen #gpu-hint { height: 1; color: $text-muted; padding: 0 1; }
     """
 
     def __init__(self) -> None:
@@ -71,16 +75,10 @@ class GpuScreen(CockpitScreen):
         yield GpuHeatmap(id="gpu-heatmap")
         yield Input(id="gpu-filter", compact=True, placeholder="node name, IP, node id, actor or role")
         yield TextLine("", id="gpu-legend")
-        yield Static(
-            "[b]s[/b] sort · [b]v[/b] heatmap · [b]/[/b] filter · [b]h[/b] 1 Hz agent · "
-            "[b]Enter[/b] opens a cell's node",
-            id="gpu-hint",
-        )
+        yield KeyHints(self, GpuHeatmap, id="gpu-hint")
 
     def on_screen_resume(self) -> None:
         super().on_screen_resume()
-        if self.cockpit.high_res.on:
-            self.cockpit.gpu_changed()  # agent readings that came while another screen was shown
         if self._tick is None:
             self._tick = self.set_interval(TICK_SECONDS, self._age_tick, name="gpu-ages")
         else:
@@ -91,14 +89,19 @@ class GpuScreen(CockpitScreen):
             self._tick.pause()
 
     def _age_tick(self) -> None:
-        fleet = self.cockpit.gpu_fleet
+        fleet = self.state.gpu_fleet
         if self.view == "list" and fleet is not None and fleet.totals.with_telemetry:  # ages on screen
             self.query_one(GpuList).tick()
 
     # -- data --------------------------------------------------------------------------------------
 
+    def state_changed(self, topics: frozenset[Topic]) -> None:
+        super().state_changed(topics)
+        if "gpu_notice" in topics:
+            self.show_notice()
+
     def refresh_view(self) -> None:
-        fleet = self.cockpit.gpu_fleet
+        fleet = self.state.gpu_fleet
         if fleet is None:
             return
         if self.view is None:
@@ -109,7 +112,7 @@ class GpuScreen(CockpitScreen):
             heatmap.show(fleet, self.node_filter)
             self.query_one(GpuList).fleet = None
         else:
-            self.query_one(GpuList).show(fleet, self.sort, self.node_filter, self.cockpit.gpu_board.history)
+            self.query_one(GpuList).show(fleet, self.sort, self.node_filter, self.state.gpu_board.history)
         self.show_notice()
 
     def _totals_text(self, fleet: GpuFleet) -> Text:
@@ -146,10 +149,10 @@ class GpuScreen(CockpitScreen):
 
     def show_notice(self) -> None:
         notice = self.query_one("#gpu-notice", TextLine)
-        message, error = self.cockpit.high_res_notice()
-        notice.show(Text(message, no_wrap=True, overflow="ellipsis"))
-        notice.set_class(bool(message), "shown")
-        notice.set_class(error, "error")
+        news = self.state.high_res
+        notice.show(Text(news.text, no_wrap=True, overflow="ellipsis"))
+        notice.set_class(bool(news.text), "shown")
+        notice.set_class(news.error, "error")
 
     # -- actions -----------------------------------------------------------------------------------
 
@@ -194,12 +197,11 @@ class GpuScreen(CockpitScreen):
         (self.query_one(GpuHeatmap) if self.view == "heatmap" else self.query_one(GpuList)).focus()
 
     def action_toggle_high_res(self) -> None:
-        fleet = self.cockpit.gpu_fleet
+        fleet = self.state.gpu_fleet
         preferred: set[str] = set()
         if fleet is not None and self.node_filter:  # with more nodes than agents, the filtered come first
             preferred = {fleet.rows[i].node.node_id for i in fleet.order("node", self.node_filter)}
-        self.cockpit.toggle_high_res(preferred)
-        self.show_notice()
+        self.post_message(HighResToggled(frozenset(preferred)))
 
     @on(GpuHeatmap.NodeChosen)
     def _node_chosen(self, event: GpuHeatmap.NodeChosen) -> None:

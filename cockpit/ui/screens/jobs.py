@@ -9,15 +9,17 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable
 
 from cockpit.core.errors import CockpitError
 from cockpit.core.snapshots import JobRow
 from cockpit.core.units import ago, duration
+from cockpit.ui.messages import RefreshRequested, ShowJobLog
 from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.screens.confirm import ConfirmScreen
 from cockpit.ui.screens.launcher import LaunchScreen
 from cockpit.ui.widgets.jobs_strip import STATUS_STYLE
+from cockpit.ui.widgets.key_hints import KeyHints
 
 COLUMNS = (
     ("job", "Job"),
@@ -54,6 +56,7 @@ def job_cells(job: JobRow, now: float) -> dict[str, str | Text]:
 
 class JobsScreen(CockpitScreen):
     TITLE = "4 Jobs"
+    NEEDS = frozenset({"nodes", "jobs"})
     # Shown in the screen's own hint line and in `?` help, not the footer: at 80 columns the footer must
     # keep the navigation keys, `?` and `q` visible.
     BINDINGS = [
@@ -67,7 +70,7 @@ class JobsScreen(CockpitScreen):
     def compose_body(self) -> ComposeResult:
         table: DataTable[str | Text] = DataTable(id="jobs-table", cursor_type="row", zebra_stripes=True)
         yield table
-        yield Static("", id="jobs-hint")
+        yield KeyHints(self, id="jobs-hint")
 
     def on_mount(self) -> None:
         table = self.query_one("#jobs-table", DataTable)
@@ -75,10 +78,10 @@ class JobsScreen(CockpitScreen):
             table.add_column(label, key=key)
 
     def refresh_view(self) -> None:
-        snapshot = self.cockpit.snapshot
+        snapshot = self.state.snapshot
         table = self.query_one("#jobs-table", DataTable)
-        table.set_class(self.cockpit.connection_state != "connected", "stale")
-        hint = self.query_one("#jobs-hint", Static)
+        table.set_class(self.state.connection.stale, "stale")
+        hint = self.query_one("#jobs-hint", KeyHints)
         if snapshot is None:
             return
         now = time.time()
@@ -95,16 +98,15 @@ class JobsScreen(CockpitScreen):
                     cells = job_cells(job, now)
                     for key, _label in COLUMNS:
                         table.update_cell(job.key, key, cells[key])
-        hint.update(
-            "no jobs yet: press [b]n[/b] to launch one from a profile"
+        hint.show(
+            Text.assemble("no jobs yet: press ", ("n", "bold"), " to launch one from a profile")
             if not keys
-            else "[b]n[/b] new · [b]s[/b] stop · [b]d[/b] delete · [b]r[/b] resubmit with edits · "
-            "[b]Enter[/b] driver log"
+            else hint.keys_text()
         )
 
     def current_job(self) -> JobRow | None:
         table = self.query_one("#jobs-table", DataTable)
-        snapshot = self.cockpit.snapshot
+        snapshot = self.state.snapshot
         if snapshot is None or table.row_count == 0:
             return None
         key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
@@ -116,7 +118,7 @@ class JobsScreen(CockpitScreen):
         def launched(submission_id: str | None) -> None:
             if submission_id:
                 self.notify(f"submitted {submission_id}")
-                self.cockpit.action_refresh_now()
+                self.post_message(RefreshRequested())
 
         self.app.push_screen(LaunchScreen(preselect, overrides), launched)
 
@@ -167,7 +169,7 @@ class JobsScreen(CockpitScreen):
     @work(group="job-action", exit_on_error=False, description="Stopping or deleting a job")
     async def _job_call(self, verb: str, job_id: str) -> None:
         try:
-            client = await self.cockpit.dashboard()
+            client = await self.host.dashboard()
             if verb == "stop":
                 await client.stop_job(job_id)
             else:
@@ -176,13 +178,13 @@ class JobsScreen(CockpitScreen):
             self.notify(f"{verb} {job_id} failed: {exc}", severity="error")
             return
         self.notify(f"{job_id}: {'stop requested' if verb == 'stop' else 'deleted'}")
-        self.cockpit.action_refresh_now()
+        self.post_message(RefreshRequested())
 
-    async def action_driver_log(self) -> None:
+    def action_driver_log(self) -> None:
         job = self.current_job()
         if job is not None:
-            await self.cockpit.show_job_logs(job)
+            self.post_message(ShowJobLog(job))
 
     @on(DataTable.RowSelected)
-    async def _row_selected(self) -> None:
-        await self.action_driver_log()
+    def _row_selected(self) -> None:
+        self.action_driver_log()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from rich.markup import escape
 from textual import events, on, work
@@ -19,9 +18,7 @@ from textual.widgets.option_list import Option
 from cockpit.core import profiles
 from cockpit.core.errors import CockpitError
 from cockpit.core.preflight import Check, preflight
-
-if TYPE_CHECKING:
-    from cockpit.ui.app import CockpitApp
+from cockpit.ui.state import CockpitHost, host_of
 
 MARKS = {"ok": "[green]✔[/]", "fail": "[red]✘[/]", "warn": "[yellow]![/]", "info": "[dim]·[/]"}
 
@@ -104,11 +101,8 @@ class LaunchScreen(ModalScreen[str | None]):
         self.checks: list[Check] = []
 
     @property
-    def cockpit(self) -> CockpitApp:
-        from cockpit.ui.app import CockpitApp
-
-        assert isinstance(self.app, CockpitApp)
-        return self.app
+    def host(self) -> CockpitHost:
+        return host_of(self.app)
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -183,7 +177,7 @@ class LaunchScreen(ModalScreen[str | None]):
         except CockpitError as exc:
             text.update(f"[red]{escape(str(exc))}[/]")
             return
-        snapshot = self.cockpit.snapshot
+        snapshot = self.host.state.snapshot
         self.checks = preflight(profile, overrides, snapshot.nodes if snapshot else None)
         if bad:
             self.checks.append(Check("overrides", "fail", f"{bad[0]!r} is not key=value"))
@@ -254,7 +248,7 @@ class LaunchScreen(ModalScreen[str | None]):
         try:
             request = profiles.render(launch.profile, launch.overrides)
             request["metadata"]["cockpit_overrides"] = json.dumps(list(launch.overrides))
-            client = await self.cockpit.dashboard()
+            client = await self.host.dashboard()
             submission_id = await submit_request(client, request)
         except CockpitError as exc:
             self.notify(f"not submitted: {exc}", severity="error", timeout=10)

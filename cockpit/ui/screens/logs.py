@@ -24,6 +24,7 @@ from cockpit.core.log_sources import LogSource, LogTail
 from cockpit.core.snapshots import JobRow
 from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.screens.picker import PickScreen
+from cockpit.ui.widgets.key_hints import KeyHints
 from cockpit.ui.widgets.log_view import LogView
 
 MAX_STREAMS = 4
@@ -33,18 +34,41 @@ START_LINES = 1000
 
 class LogsScreen(CockpitScreen):
     TITLE = "5 Logs"
+    NEEDS = frozenset({"nodes", "jobs"})
     # In the hint line and in `?` help; the footer keeps navigation, `?` and `q` visible at 80 columns.
     BINDINGS = [
         Binding("slash", "ask('search')", "Search", key_display="/", id="logs.search", show=False),
         Binding(
-            "ampersand", "ask('filter')", "Filter (regex)", key_display="&", id="logs.filter", show=False
+            "ampersand",
+            "ask('filter')",
+            "Filter",
+            key_display="&",
+            id="logs.filter",
+            show=False,
+            tooltip="keep only the lines matching a regular expression",
         ),
-        Binding("j", "pick_job", "Job's driver log", id="logs.job", show=False),
-        Binding("o", "add_actor", "Add an actor's log", id="logs.actor", show=False),
-        Binding("O,shift+o", "add_actor(True)", "An actor's log alone", id="logs.actor_alone", show=False),
-        Binding("b", "browse_node", "Browse a node's files", id="logs.node", show=False),
-        Binding("x", "only_driver", "Back to the driver log alone", id="logs.reset", show=False),
-        Binding("s", "save", "Save to a file", id="logs.save", show=False),
+        Binding("j", "pick_job", "Job", id="logs.job", show=False, tooltip="a job's driver log"),
+        Binding("o", "add_actor", "+actor", id="logs.actor", show=False, tooltip="add an actor's log"),
+        Binding(
+            "O,shift+o",
+            "add_actor(True)",
+            "Actor alone",
+            id="logs.actor_alone",
+            show=False,
+            tooltip="an actor's log alone",
+        ),
+        Binding(
+            "b", "browse_node", "Node files", id="logs.node", show=False, tooltip="any log file of any node"
+        ),
+        Binding(
+            "x",
+            "only_driver",
+            "Driver only",
+            id="logs.reset",
+            show=False,
+            tooltip="back to the driver log alone",
+        ),
+        Binding("s", "save", "Save", id="logs.save", show=False, tooltip="save what is shown to a file"),
         Binding("escape", "close_input", "Close the prompt", id="logs.close", show=False),
     ]
     DEFAULT_CSS = """
@@ -54,7 +78,6 @@ class LogsScreen(CockpitScreen):
     LogsScreen LogView { height: 1fr; }
     LogsScreen #log-input { display: none; }
     LogsScreen #log-input.shown { display: block; }
-    LogsScreen #log-hint { height: 1; color: $text-muted; padding: 0 1; }
     """
 
     def __init__(self) -> None:
@@ -72,13 +95,7 @@ class LogsScreen(CockpitScreen):
         yield Static("", id="log-banner")
         yield LogView(id="log-view")
         yield Input(id="log-input", compact=True)
-        yield Static(
-            "[b]/[/b] search [b]n N[/b] next/prev · [b]&[/b] filter · [b]e E[/b] errors · [b]f[/b] follow · "
-            "[b]w[/b] wrap · [b]j[/b] job · [b]o[/b]/[b]O[/b] +actor/actor alone · [b]b[/b] node files · "
-            "[b]x[/b] driver only · "
-            "[b]s[/b] save",
-            id="log-hint",
-        )
+        yield KeyHints(self, LogView, id="log-hint")
 
     @property
     def view(self) -> LogView:
@@ -87,9 +104,9 @@ class LogsScreen(CockpitScreen):
     # -- which sources -------------------------------------------------------------------------
 
     def refresh_view(self) -> None:
-        requested = self.cockpit.requested_log_job
+        requested = self.state.requested_log_job
         if requested is not None and (self.job is None or requested.key != self.job.key):
-            self.cockpit.requested_log_job = None
+            self.state.requested_log_job = None
             self.show_job(requested)
         elif self.job is None:
             job = self._default_job()
@@ -98,7 +115,7 @@ class LogsScreen(CockpitScreen):
         self._describe()
 
     def _default_job(self) -> JobRow | None:
-        snapshot = self.cockpit.snapshot
+        snapshot = self.state.snapshot
         if snapshot is None or not snapshot.jobs:
             return None
         running = [j for j in snapshot.jobs if not j.terminal and j.driver_node_id]
@@ -181,7 +198,7 @@ class LogsScreen(CockpitScreen):
 
     async def _stream(self, source: LogSource) -> None:
         try:
-            client = await self.cockpit.dashboard()
+            client = await self.host.dashboard()
         except CockpitError as exc:
             self._on_event(f"{source.label}: {exc}")
             return
@@ -245,7 +262,7 @@ class LogsScreen(CockpitScreen):
         self.action_close_input()
 
     def action_pick_job(self) -> None:
-        snapshot = self.cockpit.snapshot
+        snapshot = self.state.snapshot
         jobs = [j for j in (snapshot.jobs if snapshot else ()) if j.driver_node_id]
         if not jobs:
             self.notify("no job has a driver log yet", severity="warning")
@@ -262,7 +279,7 @@ class LogsScreen(CockpitScreen):
     @work(exclusive=True, group="log-pickers", exit_on_error=False, description="Listing actors")
     async def action_add_actor(self, alone: bool = False) -> None:
         try:
-            client = await self.cockpit.dashboard()
+            client = await self.host.dashboard()
             filters = [("state", "=", "ALIVE")]
             if self.job is not None and self.job.job_id:
                 filters.append(("job_id", "=", self.job.job_id))
@@ -292,7 +309,7 @@ class LogsScreen(CockpitScreen):
     @work(exclusive=True, group="log-pickers", exit_on_error=False, description="Listing log files")
     async def action_browse_node(self) -> None:
         try:
-            client = await self.cockpit.dashboard()
+            client = await self.host.dashboard()
             nodes = [n for n in (await client.node_table()).rows if n.alive]
         except CockpitError as exc:
             self.notify(f"cannot list nodes: {exc}", severity="error")

@@ -70,9 +70,9 @@ class LogView(ScrollView, can_focus=True):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("f", "toggle_follow", "Follow", id="logs.follow", show=False),
         Binding("n", "next_match", "Next match", id="logs.next_match", show=False),
-        Binding("N,shift+n", "prev_match", "Previous match", id="logs.prev_match", show=False),
+        Binding("N,shift+n", "prev_match", "Prev match", id="logs.prev_match", show=False),
         Binding("e", "next_error", "Next error", id="logs.next_error", show=False),
-        Binding("E,shift+e", "prev_error", "Previous error", id="logs.prev_error", show=False),
+        Binding("E,shift+e", "prev_error", "Prev error", id="logs.prev_error", show=False),
         Binding("w", "toggle_wrap", "Wrap", id="logs.wrap", show=False),
         Binding("a", "toggle_ansi", "Colours", id="logs.ansi", show=False),
     ]

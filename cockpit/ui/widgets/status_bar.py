@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
 from cockpit.core.units import duration
+
+if TYPE_CHECKING:
+    from cockpit.ui.state import CockpitState
 
 
 class StatusBar(Static):
@@ -25,6 +29,17 @@ class StatusBar(Static):
     """connecting | connected | reconnecting | unreachable"""
     detail: reactive[str] = reactive("")
     data_time: reactive[float | None] = reactive(None)
+
+    def show(self, state: CockpitState, screen_title: str) -> None:
+        """Take the facts from the cockpit's state."""
+        connection = state.connection
+        self.target = state.target_label
+        self.ray_version = state.info.ray_version if state.info else ""
+        self.state = connection.phase
+        self.detail = " · ".join(t for t in (connection.exposure, connection.detail) if t)
+        self.data_time = state.snapshot.fetched_at if state.snapshot else None
+        self.screen_title = screen_title
+        self.refresh()
 
     def render(self) -> Text:
         # Most important first: at 80 columns the tail is cut.

@@ -14,17 +14,24 @@ off ends the agents and closes the connections to the nodes.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import functools
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from textual.worker import Worker
 
 from cockpit.core.gpu.remote import AgentFailed, AgentReading, LocalAgent, SshAgent, stream_readings
 from cockpit.core.snapshots import NodeSnapshot
+from cockpit.ui.feeds import start_worker
+from cockpit.ui.state import StateChanged
 
 if TYPE_CHECKING:
+    from textual.app import App
+
+    from cockpit.core.connection import Connection
     from cockpit.core.ssh import SshLink
-    from cockpit.ui.app import CockpitApp
+    from cockpit.ui.feeds.gpus import GpuFeed
+    from cockpit.ui.state import CockpitState
 
 MAX_AGENTS = 64
 """Agents at once: each is an SSH session (and a connection per node) held open for as long as the mode."""
@@ -32,14 +39,21 @@ FALLBACK_PYTHON = "python3"
 """When a node's raylet command line does not name its Python (older Ray, a node not yet reported)."""
 
 
-class HighResMode:
-    """The agents of one app; `toggle()` starts or stops them all."""
+class HighResFeed:
+    """The agents of one app; `toggle()` starts or stops them all. Its one line of news goes into
+    `state.high_res`; readings go into the GPU board and the GPU feed redraws."""
 
-    def __init__(self, app: CockpitApp) -> None:
+    def __init__(
+        self,
+        app: App[int],
+        state: CockpitState,
+        gpus: GpuFeed,
+        connection: Callable[[], Awaitable[Connection]],
+    ) -> None:
         self.app = app
-        self.on = False
-        self.notice = ""
-        self.error = False
+        self.state = state
+        self.gpus = gpus
+        self.connection = connection
         self._worker: Worker[None] | None = None
         self._link: SshLink | None = None
         self._running: set[str] = set()
@@ -47,37 +61,38 @@ class HighResMode:
         self._wanted = 0
         self._left_out = 0
 
+    @property
+    def on(self) -> bool:
+        return self.state.high_res_on
+
+    @on.setter
+    def on(self, value: bool) -> None:
+        self.state.high_res_on = value
+
     def toggle(self, preferred: set[str] | frozenset[str] = frozenset()) -> None:
         """On or off. `preferred`: node ids to cover first when there are more nodes than agents."""
         if self.on:
             self.stop()
-            self.notice = "high-resolution mode off: back to the dashboard's readings (every 5 s)"
-            self.error = False
-            self.app.gpu_notice_changed()
+            self._say("high-resolution mode off: back to the dashboard's readings (every 5 s)", error=False)
         else:
             self.start(preferred)
 
     def start(self, preferred: set[str] | frozenset[str] = frozenset()) -> None:
-        if self.app.snapshot is None:
+        if self.state.snapshot is None:
             self._say("high-resolution mode: wait for the first reading of the cluster, then press h again")
             return
-        if self.app.target.kind == "http":
+        if self.state.target.kind == "http":
             self._say(
                 "high-resolution mode needs SSH to the head (cockpit connect HOST): the agent runs on the "
                 "nodes, and this machine's GPUs are not the cluster's"
             )
             return
-        self.on, self.error = True, False
+        self.on = True
         self._running.clear()
         self._failed.clear()
-        self.notice = "high-resolution mode: starting the GPU agent on the nodes…"
-        self.app.gpu_notice_changed()
-        self._worker = self.app.run_worker(
-            self._run(preferred),
-            group="gpu-agents",
-            exclusive=True,
-            exit_on_error=False,
-            description="GPU agents",
+        self._say("high-resolution mode: starting the GPU agent on the nodes…", error=False)
+        self._worker = start_worker(
+            self.app, functools.partial(self._run, preferred), group="gpu-agents", description="GPU agents"
         )
 
     def stop(self) -> None:
@@ -86,20 +101,20 @@ class HighResMode:
             self._worker.cancel()
             self._worker = None
         self._running.clear()
-        self.app.gpu_board.stop_agent()
-        self.app.gpu_changed()
+        self.state.gpu_board.stop_agent()
+        self.gpus.changed()
 
     def _say(self, notice: str, error: bool = True) -> None:
-        self.notice, self.error = notice, error
-        self.app.gpu_notice_changed()
+        self.state.high_res.text, self.state.high_res.error = notice, error
+        self.app.post_message(StateChanged("gpu_notice"))
 
     async def _run(self, preferred: set[str] | frozenset[str]) -> None:
         try:
-            connection = await self.app.connection()
+            connection = await self.connection()
         except Exception as exc:  # the poller reports the connection; here one line is enough
             self._give_up(f"high-resolution mode off: no connection to the cluster ({exc})")
             return
-        snapshot = self.app.snapshot
+        snapshot = self.state.snapshot
         nodes = [n for n in snapshot.nodes if n.alive and (n.gpus or n.logical_gpus > 0)] if snapshot else []
         by_ip: dict[str, list[NodeSnapshot]] = {}
         for node in nodes:
@@ -135,7 +150,7 @@ class HighResMode:
         return lambda: SshAgent.start(lambda command: link.start_process(command, host=host), python)
 
     async def _one(self, ip: str, nodes: list[NodeSnapshot], start: Callable[[], Any]) -> None:
-        board = self.app.gpu_board
+        board = self.state.gpu_board
         node_ids = [node.node_id for node in nodes]
 
         def on_reading(reading: AgentReading) -> None:
@@ -143,7 +158,7 @@ class HighResMode:
                 self._running.add(ip)
                 self._describe()
             board.ingest_agent(node_ids, reading.time, reading.gpus)
-            self.app.gpu_changed(coalesce=True)
+            self.gpus.changed(coalesce=True)
 
         label = nodes[0].hostname or ip
         if len(nodes) > 1:
@@ -159,7 +174,7 @@ class HighResMode:
         self._running.discard(ip)
         self._failed[ip] = reason
         board.forget_agent(node_ids)
-        self.app.gpu_changed(coalesce=True)
+        self.gpus.changed(coalesce=True)
         self._describe()
 
     def _describe(self) -> None:
@@ -179,7 +194,7 @@ class HighResMode:
     def _give_up(self, notice: str) -> None:
         self.on = False
         self._running.clear()
-        self.app.gpu_board.stop_agent()
-        self.app.gpu_changed()
+        self.state.gpu_board.stop_agent()
+        self.gpus.changed()
         self._say(notice)
         self.app.notify(notice, title="GPU agent", severity="warning", timeout=12)

@@ -1,0 +1,33 @@
+"""Provides the feeds: what fetches data from the cluster, on its own cadence, into the state.
+
+Each feed owns its retries and errors, writes `cockpit.ui.state.CockpitState` and posts one
+`StateChanged` when something changed. A feed fetches a resource only while a shown screen needs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from textual.app import App
+from textual.worker import Worker
+
+
+def start_worker(
+    app: App[Any],
+    work: Callable[[], Awaitable[None]],
+    *,
+    group: str,
+    description: str,
+    exclusive: bool = True,
+) -> Worker[None]:
+    """A named worker of the app, started from a callable (a worker cancelled before it ran leaves no
+    un-awaited coroutine behind); failures reach the app's one handler instead of ending it."""
+    worker: Worker[None] = app.run_worker(
+        work,  # type: ignore[arg-type]  # textual's overloads infer Never for an async callable
+        group=group,
+        exclusive=exclusive,
+        exit_on_error=False,
+        description=description,
+    )
+    return worker

@@ -1,0 +1,230 @@
+"""Provides the cluster feed: the connection to the cluster, and the poll of its nodes and jobs.
+
+Cadence lives here, not in the core: a poll asks for nodes (and jobs), hands the nodes to the GPU feed,
+writes the state and re-arms a one-shot timer when it is done, so two polls never overlap and a slow
+head slows the poller instead of piling up requests. Nodes are polled every 2 s while nodes are still
+expected to join, every 5 s after; jobs on every poll while a shown screen needs them, else every third.
+Failures are retried with a growing delay (an SSH link that reconnects wakes the poller sooner); a
+refused token, key or host key stops the retries until the user presses `r`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from contextlib import AsyncExitStack
+from typing import TYPE_CHECKING
+
+from cockpit.core.connection import Connection, ConnectOptions, exposure_warning, open_connection
+from cockpit.core.errors import CockpitError
+from cockpit.core.ray_api import AuthenticationRejected, AuthenticationRequired, DashboardClient
+from cockpit.core.snapshots import ClusterSnapshot, JobRow
+from cockpit.core.ssh_errors import SshError, UnknownHostKey
+from cockpit.ui.feeds import start_worker
+from cockpit.ui.feeds.gpus import GpuFeed
+from cockpit.ui.messages import HostKeyUnknown
+from cockpit.ui.state import CockpitState, Need, StateChanged
+
+if TYPE_CHECKING:
+    from textual.app import App
+    from textual.timer import Timer
+
+    from cockpit.core.ssh import SshLink
+
+NODE_POLL_SECONDS = 2.0
+"""Node cadence while nodes are still expected to join: join progress is what the user watches."""
+STEADY_POLL_SECONDS = 5.0
+"""Node cadence once the cluster has its shape: the host stats behind it refresh every 5 s anyway."""
+JOB_POLL_EVERY = 3
+"""Jobs on every third node poll unless a shown screen needs them (they change rarely; the list grows
+with history)."""
+RETRY_SECONDS = (1.0, 2.0, 3.0, 5.0)
+"""Waits between polls while the dashboard does not answer."""
+
+
+class ClusterFeed:
+    def __init__(self, app: App[int], state: CockpitState, options: ConnectOptions, gpus: GpuFeed) -> None:
+        self.app = app
+        self.state = state
+        self.options = options
+        self.gpus = gpus
+        self._connection: Connection | None = None
+        self._stack = AsyncExitStack()
+        """Owns the open connection alone, so a dead one can be closed and opened afresh (`r`)."""
+        self._polls = 0
+        """Polls that finished."""
+        self._poll_number = 0
+        """Polls that started (numbers them, so a late one is recognised)."""
+        self._failures = 0
+        self._jobs: tuple[JobRow, ...] = ()
+        self._timer: Timer | None = None
+        """The one armed poll timer: re-arming replaces it, so polls never multiply."""
+
+    # -- the connection ------------------------------------------------------------------------
+
+    async def connection(self) -> Connection:
+        """The open connection (connecting on first use): the dashboard client and the SSH link."""
+        if self._connection is None:
+            self._connection = await self._stack.enter_async_context(
+                open_connection(self.state.target, self.options)
+            )
+            link = self._connection.link
+            if link is not None and link.expose_url:
+                self.app.notify(
+                    f"The dashboard is also at {link.expose_url} (anyone on this machine can reach it).",
+                    timeout=15,
+                )
+            start_worker(
+                self.app,
+                functools.partial(self._check_exposure, self._connection),
+                group="exposure",
+                description="Checking who can reach the dashboard",
+                exclusive=False,
+            )
+        return self._connection
+
+    async def dashboard(self) -> DashboardClient:
+        return (await self.connection()).client
+
+    async def close(self) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+        await self._stack.aclose()
+
+    async def _check_exposure(self, connection: Connection) -> None:
+        warning = await exposure_warning(connection)
+        if warning:
+            self.state.connection.exposure = warning
+            self.app.post_message(StateChanged("connection"))
+
+    async def _drop_connection(self) -> None:
+        """Close a connection that cannot recover (auth refused, host key changed); `r` opens a new one
+        and reads the token file again."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            await self._stack.aclose()
+            self._stack = AsyncExitStack()
+
+    # -- polling -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.poll_now()
+
+    def poll_now(self) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+        start_worker(self.app, self._poll, group="cluster-poll", description="Polling nodes")
+
+    def refresh_now(self) -> None:
+        """`r`: poll at once, retries counted afresh."""
+        self._failures = 0
+        self.poll_now()
+
+    def needs_changed(self, before: frozenset[Need]) -> None:
+        """A screen came into view: poll now if it needs jobs that the last poll did not fetch."""
+        if self.state.needs("jobs") and "jobs" not in before and self.state.connection.phase == "connected":
+            self.poll_now()
+
+    def _schedule(self, delay: float) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.app.set_timer(delay, self.poll_now, name="cluster-poll")
+
+    async def _poll(self) -> None:
+        self._poll_number += 1
+        poll = self._poll_number
+        state = self.state
+        try:
+            client = await self.dashboard()
+            if state.info is None:
+                state.info = await client.cluster_info()
+                self.app.post_message(StateChanged("info"))
+            if self._polls % JOB_POLL_EVERY == 0 or state.needs("jobs"):
+                nodes, self._jobs = await asyncio.gather(client.nodes(fresh=self._polls == 0), client.jobs())
+            else:
+                nodes = await client.nodes()
+            running = any(job.status == "RUNNING" for job in self._jobs)
+            fleet = await self.gpus.after_poll(client, nodes, poll, running)
+        except UnknownHostKey as unknown:
+            self.app.post_message(HostKeyUnknown(unknown))
+            self._unreachable("unknown host key: waiting for your answer")
+            return
+        except (AuthenticationRequired, AuthenticationRejected) as exc:
+            self.failed(str(exc), permanent=True)
+            return
+        except SshError as exc:
+            self.failed(str(exc), permanent=exc.permanent)
+            return
+        except CockpitError as exc:
+            self.failed(str(exc))
+            return
+        self._polls += 1
+        state.snapshot = ClusterSnapshot(nodes=nodes, jobs=self._jobs, fetched_at=time.time())
+        topics: list[str] = ["snapshot", "connection"]
+        if state.offer_fleet(fleet):
+            topics.append("gpus")
+        state.connection.phase = "connected"
+        state.connection.detail = ""
+        self._failures = 0
+        self.app.post_message(StateChanged(*topics))  # type: ignore[arg-type]
+        progress = state.join_progress()
+        joining = progress is not None and not progress.ready
+        self._schedule(NODE_POLL_SECONDS if joining else STEADY_POLL_SECONDS)
+
+    def _unreachable(self, detail: str) -> None:
+        self.state.connection.phase = "unreachable"
+        self.state.connection.detail = detail
+        self.app.post_message(StateChanged("connection"))
+
+    def host_key_answered(self, unknown: UnknownHostKey, trust: bool) -> None:
+        if trust:
+            unknown.accept()
+            self._unreachable("host key trusted; connecting")
+            self.poll_now()
+        else:
+            self.failed(str(unknown), permanent=True)
+
+    def failed(self, reason: str, permanent: bool = False) -> None:
+        """The cluster did not answer: retry later, or (permanent) stop until the user presses `r`."""
+        connection = self.state.connection
+        connection.phase = "unreachable"
+        link = self._connection.link if self._connection is not None else None
+        if link is not None and link.status.state == "failed":
+            reason, permanent = link.status.describe(), True
+        if permanent:
+            connection.detail = f"{reason} (not retrying; fix it and press r)"
+            if self._timer is not None:
+                self._timer.stop()
+            start_worker(
+                self.app, self._drop_connection, group="reconnect", description="Closing a dead connection"
+            )
+        else:
+            delay = RETRY_SECONDS[min(self._failures, len(RETRY_SECONDS) - 1)]
+            self._failures += 1
+            if link is not None and link.status.state == "reconnecting":
+                connection.phase = "reconnecting"
+                connection.detail = link.status.describe()
+                start_worker(
+                    self.app,
+                    functools.partial(self._poll_when_link_is_back, link, delay),
+                    group="link-wait",
+                    description="Waiting for the SSH link",
+                )
+            else:
+                connection.detail = f"{reason} · retry {self._failures} in {delay:.0f} s"
+                self._schedule(delay)
+        self.app.post_message(StateChanged("connection"))
+
+    def crashed(self, error: BaseException) -> None:
+        """A bug in a poll: said once, then polling goes on."""
+        self.state.connection.phase = "unreachable"
+        self.state.connection.detail = f"internal error: {error!r}; retrying"
+        self.app.post_message(StateChanged("connection"))
+        self._schedule(RETRY_SECONDS[-1])
+
+    async def _poll_when_link_is_back(self, link: SshLink, timeout: float) -> None:
+        """Poll as soon as the SSH link is back instead of waiting out the retry delay."""
+        await link.wait_connected(timeout)
+        self.poll_now()

@@ -1,0 +1,35 @@
+"""Provides the list of main screens: key, mode name, footer label and class.
+
+Adding a screen means writing its module under `screens/` and adding one line here; the app builds its
+modes and number keys from this list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cockpit.ui.screens.base import CockpitScreen
+from cockpit.ui.screens.cluster import ClusterScreen
+from cockpit.ui.screens.gpus import GpuScreen
+from cockpit.ui.screens.jobs import JobsScreen
+from cockpit.ui.screens.logs import LogsScreen
+from cockpit.ui.screens.upcoming import ActorsScreen, DebuggerScreen
+
+
+@dataclass(frozen=True)
+class MainScreen:
+    key: str
+    mode: str
+    label: str
+    screen: type[CockpitScreen]
+
+
+MAIN_SCREENS: tuple[MainScreen, ...] = (
+    MainScreen("1", "cluster", "Cluster", ClusterScreen),
+    MainScreen("2", "gpus", "GPUs", GpuScreen),
+    MainScreen("3", "actors", "Actors", ActorsScreen),
+    MainScreen("4", "jobs", "Jobs", JobsScreen),
+    MainScreen("5", "logs", "Logs", LogsScreen),
+    MainScreen("6", "debugger", "Debug", DebuggerScreen),
+)
+FIRST = MAIN_SCREENS[0].mode

@@ -1,0 +1,133 @@
+"""Provides what the cockpit knows about its cluster, in one place: the state screens read and feeds fill.
+
+Data flows one way: feeds (`cockpit.ui.feeds`) fetch, write here and post one `StateChanged` naming
+what changed; screens read here and never fetch on their own, nor import the app. The state lives on
+the UI thread (feeds write it from their asyncio workers, between awaits), so no lock is needed.
+
+`CockpitHost` is what a screen may ask of the app besides the state (the connection, for the few
+actions that call the cluster themselves: stop a job, open a log stream, submit). Screens reach it
+with `host_of(self.app)`, typed by the protocol, so no screen imports `cockpit.ui.app`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+
+from textual.message import Message
+
+from cockpit.core.gpu_board import GpuBoard, GpuFleet
+from cockpit.core.join import JoinProgress
+from cockpit.core.layouts import Layout
+from cockpit.core.snapshots import ClusterInfo, ClusterSnapshot, JobRow
+from cockpit.core.targets import Target
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+    from cockpit.core.connection import Connection
+    from cockpit.core.ray_api import DashboardClient
+
+Need = Literal["nodes", "jobs", "gpus", "actors"]
+"""A resource a screen (or a watcher) can declare it needs. Nodes (join progress, the status bar)
+are always polled; the others are fetched at full cadence only while something shown needs them."""
+
+Topic = Literal["connection", "info", "snapshot", "gpus", "gpu_notice"]
+"""What a `StateChanged` message says changed."""
+
+ConnectionPhase = Literal["connecting", "connected", "reconnecting", "unreachable"]
+
+
+@dataclass
+class ConnectionState:
+    phase: ConnectionPhase = "connecting"
+    detail: str = ""
+    """One line on why (retrying, reconnecting, refused ...), empty when all is well."""
+    exposure: str | None = None
+    """A warning when the dashboard accepts anyone (no token auth, reachable beyond loopback)."""
+
+    @property
+    def stale(self) -> bool:
+        """The data shown is older than the last poll: the cluster is not answering."""
+        return self.phase != "connected"
+
+
+@dataclass
+class Notice:
+    """One line a feed wants shown where its data is (e.g. why high-resolution mode is off)."""
+
+    text: str = ""
+    error: bool = False
+
+
+@dataclass
+class CockpitState:
+    """What the cockpit knows. Feeds write it; screens read it."""
+
+    target: Target
+    title_suffix: str = ""
+    expect_nodes: int | None = None
+    expect_gpus: float | None = None
+    layout: Layout = field(default_factory=lambda: Layout(name="default"))
+    connection: ConnectionState = field(default_factory=ConnectionState)
+    info: ClusterInfo | None = None
+    snapshot: ClusterSnapshot | None = None
+    """The latest nodes and jobs; kept (and shown as stale) while the cluster does not answer."""
+    gpu_board: GpuBoard = field(default_factory=GpuBoard)
+    """Every GPU's latest reading and 10 minutes of history (fed by the poller and the GPU agents)."""
+    gpu_fleet: GpuFleet | None = None
+    """The board as the GPU views show it, built off the UI thread."""
+    high_res: Notice = field(default_factory=Notice)
+    high_res_on: bool = False
+    requested_log_job: JobRow | None = None
+    """A job whose driver log the Logs screen shows next (Enter on the Jobs screen)."""
+    shown_needs: frozenset[Need] = frozenset()
+    """What the screen on view needs; the feeds read it to choose what to fetch."""
+
+    @property
+    def target_label(self) -> str:
+        return self.target.raw + (f" ({self.title_suffix})" if self.title_suffix else "")
+
+    def join_progress(self) -> JoinProgress | None:
+        if self.snapshot is None:
+            return None
+        return JoinProgress.of(self.snapshot.nodes, self.expect_nodes, self.expect_gpus)
+
+    def needs(self, need: Need) -> bool:
+        return need in self.shown_needs
+
+    def job_running(self) -> bool:
+        return self.snapshot is not None and any(job.status == "RUNNING" for job in self.snapshot.jobs)
+
+    def offer_fleet(self, fleet: GpuFleet | None) -> bool:
+        """Take `fleet` unless a newer one is already held (fleets are built on threads: order varies)."""
+        if fleet is None or (self.gpu_fleet is not None and fleet.generation < self.gpu_fleet.generation):
+            return False
+        self.gpu_fleet = fleet
+        return True
+
+
+class StateChanged(Message):
+    """Posted to the app by a feed after it wrote the state; `topics` says what changed."""
+
+    def __init__(self, *topics: Topic) -> None:
+        super().__init__()
+        self.topics: frozenset[Topic] = frozenset(topics)
+
+
+@runtime_checkable
+class CockpitHost(Protocol):
+    """What screens may use of the app: its state, and the connection for actions of their own."""
+
+    state: CockpitState
+
+    async def dashboard(self) -> DashboardClient: ...
+
+    async def connection(self) -> Connection: ...
+
+
+def host_of(app: App[object]) -> CockpitHost:
+    """The app as a `CockpitHost` (a screen's way to its state without importing the app module)."""
+    if not isinstance(app, CockpitHost):
+        raise TypeError(f"{type(app).__name__} does not host cockpit screens (no `state`)")
+    return app

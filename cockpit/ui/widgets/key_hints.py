@@ -1,0 +1,49 @@
+"""Provides the hint line under a screen: its keys, read from the `BINDINGS` of the screen and its panes.
+
+Keys are spelled once, where the binding is declared; the hint line and `?` help both read them, so a
+key changed (or, later, remapped by the user) is shown right everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rich.text import Text
+from textual.binding import Binding
+
+from cockpit.ui.widgets.text_line import TextLine
+
+
+def hinted(owners: Iterable[object]) -> list[Binding]:
+    """The bindings worth a hint: named (`id`), described, and not the ubiquitous escape."""
+    found: list[Binding] = []
+    for owner in owners:
+        for binding in getattr(owner, "BINDINGS", []):
+            named = isinstance(binding, Binding) and binding.id and binding.description
+            if named and binding.key.split(",")[0] != "escape":
+                found.append(binding)
+    return found
+
+
+class KeyHints(TextLine):
+    """One dim line: `key what · key what ...` for the bindings of `owners` (classes or instances)."""
+
+    DEFAULT_CSS = """
+    KeyHints { height: 1; color: $text-muted; padding: 0 1; }
+    """
+
+    def __init__(self, *owners: object, id: str | None = None) -> None:  # noqa: A002
+        super().__init__(id=id)
+        self.owners = owners
+
+    def on_mount(self) -> None:
+        self.show(self.keys_text())
+
+    def keys_text(self) -> Text:
+        text = Text(no_wrap=True, overflow="ellipsis")
+        for n, binding in enumerate(hinted(self.owners)):
+            if n:
+                text.append(" · ")
+            text.append(self.app.get_key_display(binding), style="bold")
+            text.append(f" {binding.description.lower()}")
+        return text
