@@ -30,6 +30,7 @@ from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.screens.help import HelpScreen
 from cockpit.ui.screens.prompts import HostKeyScreen, PassphraseScreen
 from cockpit.ui.state import CockpitState, StateChanged
+from cockpit.ui.widgets.key_hints import key_label
 
 GC_YOUNG_THRESHOLD = 20_000
 """Allocations between young-generation GC passes (CPython's default is 700). A 1,024-node poll makes
@@ -187,7 +188,7 @@ class CockpitApp(App[int]):
     def action_help(self) -> None:
         def keys(node: object) -> list[tuple[str, str]]:
             bindings = [b for b in getattr(node, "BINDINGS", []) if isinstance(b, Binding) and b.description]
-            return [(self.get_key_display(b), b.tooltip or b.description) for b in bindings]
+            return [(key_label(self, b), b.tooltip or b.description) for b in bindings]
 
         sections = [("Everywhere", keys(self))]
         screen = self.screen

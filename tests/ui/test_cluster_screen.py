@@ -9,10 +9,10 @@ import pytest
 from cockpit.core import local_cluster
 from cockpit.core.targets import parse_target
 from cockpit.ui.app import CockpitApp
-from cockpit.ui.state import StateChanged
 from cockpit.ui.screens.cluster import ClusterScreen
 from cockpit.ui.screens.gpus import GpuScreen
 from cockpit.ui.screens.help import HelpScreen
+from cockpit.ui.state import StateChanged
 from cockpit.ui.widgets.join_progress import JoinPanel
 from cockpit.ui.widgets.node_table import NodeTable
 from cockpit.ui.widgets.status_bar import StatusBar
@@ -100,7 +100,8 @@ async def test_number_keys_and_help(ray_cluster: ClusterHandle) -> None:
         await pilot.press("4")
         assert getattr(app.screen, "TITLE", "") == "4 Jobs"
         await pilot.press("question_mark")
-        jobs_help = str(app.screen.query_one("#help-text").render())
+        assert isinstance(app.screen, HelpScreen)
+        jobs_help = app.screen.plain
         assert "New job" in jobs_help and "Resubmit" in jobs_help  # screen keys live in help, not the footer
         await pilot.press("escape")
         for key, title in (
@@ -113,7 +114,7 @@ async def test_number_keys_and_help(ray_cluster: ClusterHandle) -> None:
         await pilot.press("1")
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
-        text = str(app.screen.query_one("#help-text").render())
+        text = app.screen.plain
         assert "Cluster" in text and "Quit" in text
         await pilot.press("escape")
         assert isinstance(app.screen, ClusterScreen)

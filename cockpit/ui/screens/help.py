@@ -1,7 +1,10 @@
-"""Provides the keys help: every binding of the app and of the screen it was opened from."""
+"""Provides the keys help: every binding of the app, of the screen it was opened from and of its pane."""
 
 from __future__ import annotations
 
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -15,7 +18,7 @@ class HelpScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     HelpScreen > VerticalScroll {
-        width: 64; max-width: 95%; height: auto; max-height: 90%;
+        width: 72; max-width: 95%; height: auto; max-height: 90%;
         border: round $primary; background: $surface; padding: 1 2;
     }
     """
@@ -23,15 +26,22 @@ class HelpScreen(ModalScreen[None]):
     def __init__(self, sections: list[tuple[str, list[tuple[str, str]]]]) -> None:
         super().__init__()
         self.sections = sections
+        self.plain = "\n".join(f"{key} {what}" for _title, keys in sections for key, what in keys)
+        """The keys as plain text (for tests and screen readers)."""
 
     def compose(self) -> ComposeResult:
-        lines = ["[b]Keys[/b]"]
+        parts: list[Text | Table] = [Text("Keys", style="bold")]
         for title, keys in self.sections:
-            lines.append(f"\n[b]{title}[/b]")
-            lines.extend(f"  [b]{key:>10}[/b]  {description}" for key, description in keys)
-        lines.append("\n[dim]escape closes this help[/dim]")
+            parts.append(Text(f"\n{title}", style="bold"))
+            table = Table.grid(padding=(0, 2))
+            table.add_column(justify="right", style="bold", min_width=10, no_wrap=True)
+            table.add_column(ratio=1)
+            for key, description in keys:
+                table.add_row(key, description)
+            parts.append(table)
+        parts.append(Text("\nescape closes this help", style="dim"))
         with VerticalScroll():
-            yield Static("\n".join(lines), id="help-text")
+            yield Static(Group(*parts), id="help-text")
 
     def action_dismiss(self) -> None:  # type: ignore[override]
         self.dismiss(None)

@@ -7,8 +7,11 @@ key changed (or, later, remapped by the user) is shown right everywhere.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any
 
 from rich.text import Text
+from textual.app import App
 from textual.binding import Binding
 
 from cockpit.ui.widgets.text_line import TextLine
@@ -23,6 +26,11 @@ def hinted(owners: Iterable[object]) -> list[Binding]:
             if named and binding.key.split(",")[0] != "escape":
                 found.append(binding)
     return found
+
+
+def key_label(app: App[Any], binding: Binding) -> str:
+    """How the key reads on screen: its first key only (`N,shift+n` reads `N`), as Textual shows keys."""
+    return app.get_key_display(replace(binding, key=binding.key.split(",")[0]))
 
 
 class KeyHints(TextLine):
@@ -44,6 +52,7 @@ class KeyHints(TextLine):
         for n, binding in enumerate(hinted(self.owners)):
             if n:
                 text.append(" · ")
-            text.append(self.app.get_key_display(binding), style="bold")
-            text.append(f" {binding.description.lower()}")
+            text.append(key_label(self.app, binding), style="bold")
+            description = binding.description
+            text.append(f" {description[:1].lower()}{description[1:]}")
         return text
