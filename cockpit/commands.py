@@ -24,7 +24,7 @@ from cockpit.core.targets import Target, parse_target
 from cockpit.core.units import ago, duration, human_bytes, percent
 
 if TYPE_CHECKING:
-    from cockpit.core.ssh_errors import UnknownHostKey
+    from cockpit.core.ssh.errors import UnknownHostKey
 
 EXIT_OK, EXIT_FAIL, EXIT_TIMEOUT = 0, 1, 3
 
@@ -196,7 +196,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
 async def _wait(
     target: Target, options: ConnectOptions, nodes: int, gpus: float | None, timeout: float, interval: float
 ) -> int:
-    from cockpit.core.ssh_errors import SshError
+    from cockpit.core.ssh.errors import SshError
 
     started = time.monotonic()
     live = sys.stderr.isatty()

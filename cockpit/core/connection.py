@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING
 from cockpit.core import local_cluster
 from cockpit.core.errors import CockpitError
 from cockpit.core.ray_api import DashboardClient, load_token
-from cockpit.core.ssh_errors import UnknownHostKey
+from cockpit.core.ssh.errors import UnknownHostKey
 from cockpit.core.targets import Target
 
 if TYPE_CHECKING:
     # asyncssh costs ~100 ms and ~15 MiB to import: only SSH targets load it (see BENCHMARKS.md).
-    from cockpit.core.ssh import SshLink
+    from cockpit.core.ssh.link import SshLink
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,8 @@ class Connection:
 
 
 async def _start_link(target: Target, opts: ConnectOptions) -> SshLink:
-    from cockpit.core.ssh import SshLink, SshOptions
+    from cockpit.core.ssh.host_keys import record_host_key
+    from cockpit.core.ssh.link import SshLink, SshOptions
 
     ssh = SshOptions(
         config=opts.ssh_config,
@@ -60,7 +61,7 @@ async def _start_link(target: Target, opts: ConnectOptions) -> SshLink:
             await link.close()
             if opts.confirm_host_key is None or not await opts.confirm_host_key(unknown):
                 raise
-            unknown.accept()
+            record_host_key(unknown)
         except BaseException:
             await link.close()
             raise

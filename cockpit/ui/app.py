@@ -26,7 +26,7 @@ from cockpit.core.join import JoinProgress
 from cockpit.core.layouts import Layout, load_layout
 from cockpit.core.ray_api import MAX_LIMIT, AuthenticationRejected, AuthenticationRequired, DashboardClient
 from cockpit.core.snapshots import ClusterInfo, ClusterSnapshot, JobRow, NodeSnapshot
-from cockpit.core.ssh_errors import SshError, UnknownHostKey
+from cockpit.core.ssh.errors import SshError, UnknownHostKey
 from cockpit.core.targets import Target
 from cockpit.ui.high_res import HighResMode
 from cockpit.ui.messages import ClusterInfoLoaded, ClusterPolled, HostKeyUnknown, PollFailed
@@ -43,7 +43,7 @@ from cockpit.ui.widgets.status_bar import StatusBar
 if TYPE_CHECKING:
     from textual.timer import Timer
 
-    from cockpit.core.ssh import SshLink
+    from cockpit.core.ssh.link import SshLink
 
 NODE_POLL_SECONDS = 2.0
 """Node cadence while nodes are still expected to join: join progress is what the user watches."""
@@ -299,7 +299,9 @@ class CockpitApp(App[int]):
     def _host_key_unknown(self, message: HostKeyUnknown) -> None:
         def answered(trust: bool | None) -> None:
             if trust:
-                message.unknown.accept()
+                from cockpit.core.ssh.host_keys import record_host_key  # asyncssh: loaded by the link already
+
+                record_host_key(message.unknown)
                 self.connection_detail = "host key trusted; connecting"
                 self._poll_now()
             else:

@@ -23,7 +23,7 @@ from cockpit.core.gpu.remote import AgentFailed, AgentReading, LocalAgent, SshAg
 from cockpit.core.snapshots import NodeSnapshot
 
 if TYPE_CHECKING:
-    from cockpit.core.ssh import SshLink
+    from cockpit.core.ssh.link import SshLink
     from cockpit.ui.app import CockpitApp
 
 MAX_AGENTS = 64

@@ -8,7 +8,7 @@ from textual.message import Message
 
 from cockpit.core.gpu_board import GpuFleet
 from cockpit.core.snapshots import ClusterInfo, ClusterSnapshot
-from cockpit.core.ssh_errors import UnknownHostKey
+from cockpit.core.ssh.errors import UnknownHostKey
 
 
 @dataclass
