@@ -44,6 +44,7 @@ from cockpit.core.ssh.errors import (
     UnknownHostKey,
 )
 from cockpit.core.ssh.host_keys import (
+    KnownHosts,
     _check_host_key,
     host_key_algorithms,
     known_keys,
@@ -78,15 +79,15 @@ class SshOptions:
 class _Client(asyncssh.SSHClient):
     """Checks host keys our way and tells the link when the connection is lost."""
 
-    def __init__(self, files: list[Path], accept_new: bool, on_lost: Callable[[], None] | None) -> None:
-        self._files = files
+    def __init__(self, known: KnownHosts, accept_new: bool, on_lost: Callable[[], None] | None) -> None:
+        self._known = known
         self._accept_new = accept_new
         self._on_lost = on_lost
         self.problem: SshError | None = None
 
     def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
         try:
-            _check_host_key(host, port, key, read_known_hosts(self._files))
+            _check_host_key(host, port, key, self._known)
         except UnknownHostKey as unknown:
             if not self._accept_new:
                 self.problem = unknown
@@ -180,10 +181,12 @@ class SshLink:
             username, client_keys, files = hop.user or (), [], known_hosts_files(config)
         real_host = str(config.get("Hostname", hop.host)) if config is not None else hop.host
         real_port = int(config.get("Port", hop.port or 22)) if config is not None else (hop.port or 22)
-        known = read_known_hosts(files)
+        # Read once per connection, off the event loop (a home directory on NFS can take its time); the
+        # host-key check asyncssh calls back into is synchronous and uses what was read here.
+        known = await asyncio.to_thread(read_known_hosts, files)
         pinned_algs = host_key_algorithms(known_keys(real_host, hop.port or real_port, known))
         is_target = hop == self.target
-        client = _Client(files, self.options.accept_new, self._lost.set if is_target else None)
+        client = _Client(known, self.options.accept_new, self._lost.set if is_target else None)
         keepalive = config.get("ServerAliveInterval") if config is not None else None
         kwargs: dict[str, Any] = {
             "username": username,
