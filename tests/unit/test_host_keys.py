@@ -8,7 +8,7 @@ import asyncssh
 import pytest
 
 from cockpit.core.ssh.config import Hop, hop_chain
-from cockpit.core.ssh.errors import HostKeyChanged, UnknownHostKey
+from cockpit.core.ssh.errors import HostKeyChanged, SshError, UnknownHostKey
 from cockpit.core.ssh.host_keys import (
     _check_host_key,
     host_key_algorithms,
@@ -106,6 +106,11 @@ def test_only_pinned_key_types_are_asked_for(tmp_path: Path) -> None:
 )
 def test_hop_parse(text: str, host: str, user: str | None, port: int | None) -> None:
     assert Hop.parse(text) == Hop(host=host, user=user, port=port)
+
+
+def test_a_malformed_hop_is_an_ssh_error() -> None:
+    with pytest.raises(SshError, match="'login:abc' is not an SSH destination"):
+        Hop.parse("login:abc")
 
 
 def test_proxyjump_chains_are_followed_like_openssh(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import asyncssh
 
 from cockpit.core.ssh.errors import SshError
+from cockpit.core.targets import parse_destination
 
 MAX_HOPS = 8
 _DEFAULT_IDENTITIES = ("~/.ssh/id_ed25519", "~/.ssh/id_ecdsa", "~/.ssh/id_rsa")
@@ -42,20 +43,12 @@ class Hop:
 
     @classmethod
     def parse(cls, text: str) -> Hop:
-        """`alias`, `user@host`, `host:port`, `[v6addr]:port` or a bare IPv6 address."""
-        user, _, host = text.rpartition("@")
-        port = None
-        if host.startswith("["):
-            address, _, rest = host[1:].partition("]")
-            host = address
-            if rest.startswith(":") and rest[1:].isdigit():
-                port = int(rest[1:])
-        elif host.count(":") == 1:
-            host, port_text = host.split(":")
-            if not port_text.isdigit():
-                raise SshError(f"{text!r}: the port must be a number.")
-            port = int(port_text)
-        return cls(host=host, user=user or None, port=port)
+        """`alias`, `user@host`, `host:port`, `[v6addr]:port` or a bare IPv6 address (`parse_destination`)."""
+        try:
+            user, host, port = parse_destination(text)
+        except ValueError as exc:
+            raise SshError(f"{text!r} is not an SSH destination ({exc}).") from None
+        return cls(host=host, user=user, port=port)
 
 
 def host_config(hop: Hop, paths: list[str]) -> Any:
