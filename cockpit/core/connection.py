@@ -7,8 +7,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cockpit.core import local_cluster
 from cockpit.core.errors import CockpitError
+from cockpit.core.local import record
 from cockpit.core.ray_api import DashboardClient, load_token
 from cockpit.core.ssh.errors import UnknownHostKey
 from cockpit.core.targets import Target
@@ -76,17 +76,17 @@ async def open_connection(target: Target, options: ConnectOptions | None = None)
     """
     opts = options or ConnectOptions()
     link: SshLink | None = None
-    cluster = local_cluster.load()
+    cluster = record.load()
     if target.kind == "local":
         if cluster is None:
             raise CockpitError("no local cluster is running: start one with `cockpit local up`.")
-        token = load_token(opts.token_file, local_cluster.cluster_token())
+        token = load_token(opts.token_file, record.cluster_token())
         client = DashboardClient(cluster.dashboard_url, token=token, timeout=opts.timeout)
     elif target.kind == "http":
         assert target.url is not None
         # The local cluster's address given as a URL still finds that cluster's token.
         own = cluster is not None and target.url.rstrip("/") == cluster.dashboard_url
-        token = load_token(opts.token_file, local_cluster.cluster_token() if own else None)
+        token = load_token(opts.token_file, record.cluster_token() if own else None)
         client = DashboardClient(target.url, token=token, timeout=opts.timeout)
     else:
         token = load_token(opts.token_file)

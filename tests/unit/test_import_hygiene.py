@@ -28,7 +28,7 @@ def test_core_imports_no_textual_and_no_ray() -> None:
     names = [
         m.name
         for m in pkgutil.walk_packages(cockpit.core.__path__, "cockpit.core.")
-        if m.name != "cockpit.core.local_cluster"
+        if m.name != "cockpit.core.local.processes"
     ]
     loaded = modules_after("\n".join(f"import {n}" for n in names))
     assert set(names) <= loaded
@@ -36,8 +36,8 @@ def test_core_imports_no_textual_and_no_ray() -> None:
     assert "ray" not in loaded
 
 
-def test_local_cluster_does_not_import_textual() -> None:
-    loaded = modules_after("import cockpit.core.local_cluster")
+def test_local_cluster_processes_do_not_import_textual() -> None:
+    loaded = modules_after("import cockpit.core.local.processes")
     assert not any(m.startswith("textual") for m in loaded)
 
 
