@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from textual.worker import Worker
 
-from cockpit.core.gpu.remote import AgentFailed, AgentReading, LocalAgent, SshAgent, stream_readings
+from cockpit.core.gpu_agents import AgentFailed, AgentReading, LocalAgent, SshAgent, stream_readings
 from cockpit.core.snapshots import NodeSnapshot
 
 if TYPE_CHECKING:
