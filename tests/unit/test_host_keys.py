@@ -10,7 +10,7 @@ import pytest
 from cockpit.core.ssh.config import Hop, hop_chain
 from cockpit.core.ssh.errors import HostKeyChanged, SshError, UnknownHostKey
 from cockpit.core.ssh.host_keys import (
-    _check_host_key,
+    check_host_key,
     host_key_algorithms,
     known_keys,
     read_known_hosts,
@@ -33,7 +33,7 @@ def known(tmp_path: Path, text: str) -> list[Path]:
 
 
 def check(host: str, port: int, key: asyncssh.SSHKey, files: list[Path]) -> None:
-    _check_host_key(host, port, key, read_known_hosts(files))
+    check_host_key(host, port, key, read_known_hosts(files))
 
 
 def keys(host: str, port: int, files: list[Path]) -> list[tuple[asyncssh.SSHKey, str]]:

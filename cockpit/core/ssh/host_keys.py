@@ -104,7 +104,7 @@ def _revoked(host: str, port: int, key: asyncssh.SSHKey, known: KnownHosts) -> s
     return None
 
 
-def _check_host_key(host: str, port: int, key: asyncssh.SSHKey, known: KnownHosts) -> None:
+def check_host_key(host: str, port: int, key: asyncssh.SSHKey, known: KnownHosts) -> None:
     """Accept a pinned key; raise HostKeyChanged or UnknownHostKey otherwise."""
     label = host_label(host, port)
     revoked = _revoked(host, port, key, known)

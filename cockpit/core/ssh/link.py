@@ -45,7 +45,7 @@ from cockpit.core.ssh.errors import (
 )
 from cockpit.core.ssh.host_keys import (
     KnownHosts,
-    _check_host_key,
+    check_host_key,
     host_key_algorithms,
     known_keys,
     read_known_hosts,
@@ -87,7 +87,7 @@ class _Client(asyncssh.SSHClient):
 
     def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
         try:
-            _check_host_key(host, port, key, self._known)
+            check_host_key(host, port, key, self._known)
         except UnknownHostKey as unknown:
             if not self._accept_new:
                 self.problem = unknown
