@@ -62,12 +62,11 @@ def ratio(numerator: float, denominator: float) -> float:
 def cluster_token(state_dir: Path) -> str | None:
     """The auth token of the benchmark's cluster, or None when it runs without token auth.
 
-    Local clusters use Ray's token auth by default where `local_cluster.cluster_token` exists.
+    Local clusters use Ray's token auth by default.
     """
-    from cockpit.core import local_cluster
+    from cockpit.core.local import record
 
-    read = getattr(local_cluster, "cluster_token", None)
-    return read(state_dir) if read is not None else None
+    return record.cluster_token(state_dir)
 
 
 def bench_env(state_dir: Path | None = None) -> dict[str, str]:

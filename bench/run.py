@@ -30,7 +30,7 @@ import startup
 import tunnel
 from common import REPO, Row, describe, end_processes, load_average, machine, pids_naming, tree
 
-from cockpit.core import local_cluster
+from cockpit.core.local import processes
 
 NODES, GPUS_PER_NODE = 3, 2
 BENCHES = ("startup", "cluster_status", "tunnel", "idle_cpu", "log_ingest", "gpu_view")
@@ -54,7 +54,7 @@ def _with_cluster(selected: Sequence[str], quick: bool, results: dict[str, Any],
     try:
         _say(f"starting a local cluster: {nodes} node(s) x {GPUS_PER_NODE} GPUs (state in {state_dir})")
         started = time.monotonic()
-        cluster = local_cluster.up(nodes, GPUS_PER_NODE, directory=state_dir, progress=_say)
+        cluster = processes.up(nodes, GPUS_PER_NODE, directory=state_dir, progress=_say)
         root = cluster.root
         up_s = time.monotonic() - started
         results["cluster"] = {"nodes": nodes, "gpus_per_node": GPUS_PER_NODE, "up_s": up_s}
@@ -72,13 +72,13 @@ def _with_cluster(selected: Sequence[str], quick: bool, results: dict[str, Any],
             rows += new
     finally:
         _say("stopping the local cluster")
-        local_cluster.down(directory=state_dir)
+        processes.down(directory=state_dir)
         left = pids_naming(root) if root else []
         record = results.setdefault("cluster", {})
         record["processes_left_after_down"] = describe(left)
         if left:
             # Ours beyond doubt: they hold files under this run's private cluster directory.
-            _say(f"WARNING: local_cluster.down left processes of this cluster: {describe(left)}; ending them")
+            _say(f"WARNING: processes.down left processes of this cluster: {describe(left)}; ending them")
             still = end_processes(left)
             record["processes_left_after_runner_cleanup"] = describe(still)
             if still:

@@ -50,7 +50,7 @@ import asyncssh
 from common import REPO, Row, Stats, cluster_token, cpu_clock_seconds, pids_naming, ratio
 
 from cockpit.core.connection import Connection, ConnectOptions, open_connection
-from cockpit.core.local_cluster import LocalCluster
+from cockpit.core.local.record import LocalCluster
 from cockpit.core.ray_api import DashboardClient
 from cockpit.core.targets import parse_target
 

@@ -13,10 +13,10 @@ from contextlib import AsyncExitStack
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from cockpit.core import local_cluster
 from cockpit.core.connection import ConnectOptions, open_dashboard
 from cockpit.core.errors import CockpitError
 from cockpit.core.join import JoinProgress
+from cockpit.core.local import processes, record
 from cockpit.core.preflight import Check
 from cockpit.core.ray_api import DashboardError
 from cockpit.core.snapshots import NA, NodeSnapshot
@@ -24,7 +24,7 @@ from cockpit.core.targets import Target, parse_target
 from cockpit.core.units import ago, duration, human_bytes, percent
 
 if TYPE_CHECKING:
-    from cockpit.core.ssh_errors import UnknownHostKey
+    from cockpit.core.ssh.errors import UnknownHostKey
 
 EXIT_OK, EXIT_FAIL, EXIT_TIMEOUT = 0, 1, 3
 
@@ -94,7 +94,7 @@ def _node_json(node: NodeSnapshot) -> dict[str, Any]:
 
 def cmd_local(args: argparse.Namespace) -> int:
     if args.local_command == "up":
-        cluster = local_cluster.up(
+        cluster = processes.up(
             args.nodes,
             args.gpus_per_node,
             args.cpus_per_node,
@@ -103,19 +103,19 @@ def cmd_local(args: argparse.Namespace) -> int:
         )
         print(f"local cluster up: {len(cluster.nodes)} nodes, dashboard {cluster.dashboard_url}")
         if cluster.auth_token:
-            print(f"token auth on: the cockpit reads the token from {local_cluster.state_dir() / 'token'}")
+            print(f"token auth on: the cockpit reads the token from {record.token_file()}")
         else:
             print("token auth OFF: anyone on this machine can submit jobs to it")
         print("use it as TARGET `local`, e.g. `cockpit connect local`; stop it with `cockpit local down`")
         return EXIT_OK
     if args.local_command == "down":
-        if local_cluster.down():
+        if processes.down():
             print("local cluster stopped")
         else:
             print("no local cluster was running")
         return EXIT_OK
-    running = local_cluster.load()
-    if running is None or not local_cluster.is_running(running):
+    running = record.load()
+    if running is None or not processes.is_running(running):
         _err("no local cluster is running: start one with `cockpit local up`.")
         return EXIT_FAIL
     print(f"dashboard: {running.dashboard_url}")
@@ -196,7 +196,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
 async def _wait(
     target: Target, options: ConnectOptions, nodes: int, gpus: float | None, timeout: float, interval: float
 ) -> int:
-    from cockpit.core.ssh_errors import SshError
+    from cockpit.core.ssh.errors import SshError
 
     started = time.monotonic()
     live = sys.stderr.isatty()
@@ -521,11 +521,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from cockpit.core import profiles
 
     profile = profiles.load(profiles.find(args.profile))
-    existing = local_cluster.load()
-    started_here = existing is None or not local_cluster.is_running(existing)
+    existing = record.load()
+    started_here = existing is None or not processes.is_running(existing)
     if started_here:
         print(f"starting a local Ray cluster: {args.nodes} nodes x {args.gpus_per_node} logical GPUs ...")
-        local_cluster.up(args.nodes, args.gpus_per_node, progress=lambda m: print(f"  {m}"))
+        processes.up(args.nodes, args.gpus_per_node, progress=lambda m: print(f"  {m}"))
     else:
         print("using the local cluster that is already running (it is left running on exit)")
     try:
@@ -550,5 +550,5 @@ def cmd_demo(args: argparse.Namespace) -> int:
     finally:
         if started_here and not args.keep:
             print("stopping the local Ray cluster ...")
-            local_cluster.down()
+            processes.down()
     return EXIT_OK

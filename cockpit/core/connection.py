@@ -7,15 +7,15 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cockpit.core import local_cluster
 from cockpit.core.errors import CockpitError
+from cockpit.core.local import record
 from cockpit.core.ray_api import DashboardClient, load_token
-from cockpit.core.ssh_errors import UnknownHostKey
+from cockpit.core.ssh.errors import UnknownHostKey
 from cockpit.core.targets import Target
 
 if TYPE_CHECKING:
     # asyncssh costs ~100 ms and ~15 MiB to import: only SSH targets load it (see BENCHMARKS.md).
-    from cockpit.core.ssh import SshLink
+    from cockpit.core.ssh.link import SshLink
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,8 @@ class Connection:
 
 
 async def _start_link(target: Target, opts: ConnectOptions) -> SshLink:
-    from cockpit.core.ssh import SshLink, SshOptions
+    from cockpit.core.ssh.host_keys import record_host_key
+    from cockpit.core.ssh.link import SshLink, SshOptions
 
     ssh = SshOptions(
         config=opts.ssh_config,
@@ -60,7 +61,7 @@ async def _start_link(target: Target, opts: ConnectOptions) -> SshLink:
             await link.close()
             if opts.confirm_host_key is None or not await opts.confirm_host_key(unknown):
                 raise
-            unknown.accept()
+            record_host_key(unknown)
         except BaseException:
             await link.close()
             raise
@@ -75,17 +76,17 @@ async def open_connection(target: Target, options: ConnectOptions | None = None)
     """
     opts = options or ConnectOptions()
     link: SshLink | None = None
-    cluster = local_cluster.load()
+    cluster = record.load()
     if target.kind == "local":
         if cluster is None:
             raise CockpitError("no local cluster is running: start one with `cockpit local up`.")
-        token = load_token(opts.token_file, local_cluster.cluster_token())
+        token = load_token(opts.token_file, record.cluster_token())
         client = DashboardClient(cluster.dashboard_url, token=token, timeout=opts.timeout)
     elif target.kind == "http":
         assert target.url is not None
         # The local cluster's address given as a URL still finds that cluster's token.
         own = cluster is not None and target.url.rstrip("/") == cluster.dashboard_url
-        token = load_token(opts.token_file, local_cluster.cluster_token() if own else None)
+        token = load_token(opts.token_file, record.cluster_token() if own else None)
         client = DashboardClient(target.url, token=token, timeout=opts.timeout)
     else:
         token = load_token(opts.token_file)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import re
+import ipaddress
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
@@ -11,9 +11,7 @@ from cockpit.core.errors import TargetError
 
 TargetKind = Literal["local", "http", "ssh"]
 
-_SSH_RE = re.compile(
-    r"^(?:(?P<user>[^@\s/:]+)@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^@\s/:\[\]]+)(?::(?P<port>\d+))?$"
-)
+_DESTINATION_FORMS = "expected alias, user@host, host:port or user@[v6addr]:port"
 
 
 @dataclass(frozen=True)
@@ -61,13 +59,50 @@ def parse_target(raw: str) -> Target:
         return Target(kind="http", raw=text, url=f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}")
     if text.startswith("ssh:"):
         text = text[4:].lstrip("/")
-    match = _SSH_RE.match(text)
-    if match is None:
+    try:
+        user, host, port = parse_destination(text)
+    except ValueError as exc:
         raise TargetError(
-            f"{raw!r} is not a TARGET: use `local`, http://HOST:PORT, "
+            f"{raw!r} is not a TARGET ({exc}): use `local`, http://HOST:PORT, "
             "or an SSH destination (alias, user@host, host:port)."
-        )
-    port = int(match["port"]) if match["port"] else None
-    if port is not None and not 0 < port < 65536:
-        raise TargetError(f"{raw!r} has a port outside 1-65535.")
-    return Target(kind="ssh", raw=raw, host=match["host"].strip("[]"), user=match["user"], port=port)
+        ) from None
+    return Target(kind="ssh", raw=raw, host=host, user=user, port=port)
+
+
+def parse_destination(text: str) -> tuple[str | None, str, int | None]:
+    """Split an SSH destination into (user, host, port), as OpenSSH reads one.
+
+    `alias`, `user@host`, `host:port`, `user@[v6addr]:port` or a bare IPv6 address (which cannot carry a
+    port). The user is what comes before the last `@`: some sites' accounts contain one. Used for TARGET
+    and for the hops of a `ProxyJump`.
+
+    Raises:
+        ValueError: what is wrong, as a phrase the caller puts in its own sentence.
+    """
+    user, at, host = text.rpartition("@")
+    port_text: str | None = None
+    if host.startswith("["):
+        host, bracket, rest = host[1:].partition("]")
+        if not bracket or (rest and not rest.startswith(":")):
+            raise ValueError(_DESTINATION_FORMS)
+        port_text = rest[1:] if rest else None
+    elif host.count(":") == 1:
+        host, port_text = host.split(":")
+    elif ":" in host:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(_DESTINATION_FORMS) from None
+    if (
+        not host
+        or (at and not user)
+        or any(c.isspace() or c in "/[]" for c in host)
+        or any(c.isspace() or c in "/:" for c in user)
+    ):
+        raise ValueError(_DESTINATION_FORMS)
+    port = None
+    if port_text is not None:
+        if not (port_text.isascii() and port_text.isdigit() and 0 < int(port_text) < 65536):
+            raise ValueError("the port must be a number from 1 to 65535")
+        port = int(port_text)
+    return user or None, host, port

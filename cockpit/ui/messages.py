@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from textual.message import Message
 
 from cockpit.core.snapshots import JobRow
-from cockpit.core.ssh_errors import UnknownHostKey
+from cockpit.core.ssh.errors import UnknownHostKey
 from cockpit.ui.state import Need
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.core import local_cluster
+from cockpit.core.local import processes, record
 from tests.harness.cluster import cluster_processes, process_names
 from tests.harness.terminal import Terminal
 
@@ -31,16 +31,16 @@ def test_demo_shows_nodes_and_running_job_then_quits_clean(tmp_path: Path) -> No
         assert "READY" in text and "GPUs     6/6" in text
         assert text.count("ALIVE") == 3
         assert "connected" in text and "Ray " in text
-        cluster = local_cluster.load(state)
+        cluster = record.load(state)
         assert cluster is not None
         before = cluster_processes(cluster)
         assert any(name.startswith("ray::Dashboard") for name in process_names(before).values())
         term.type("q")
         term.wait_for(lambda s: "demo-exit=0" in s, timeout=60)
         assert process_names(before) == {}, "quitting the demo leaves no Ray process"
-        assert local_cluster.load(state) is None
+        assert record.load(state) is None
         print(f"demo showed 3 nodes and the running job {took:.0f} s after start")
     finally:
         term.close()
-        if local_cluster.load(state) is not None:
-            local_cluster.down(directory=state)
+        if record.load(state) is not None:
+            processes.down(directory=state)

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cockpit.core import local_cluster
 from cockpit.core.connection import ConnectOptions
-from cockpit.core.local_cluster import LocalCluster
+from cockpit.core.local import processes, record
+from cockpit.core.local.record import LocalCluster
 from cockpit.core.ray_api import DashboardClient
 
 NODES = 3
@@ -37,7 +37,7 @@ class ClusterHandle:
         return self.state_dir / "token"
 
     def client(self) -> DashboardClient:
-        return DashboardClient(self.url, token=local_cluster.cluster_token(self.state_dir))
+        return DashboardClient(self.url, token=record.cluster_token(self.state_dir))
 
     def over_ssh(self, ssh_config: Path, **options: Any) -> ConnectOptions:
         """Options that reach this cluster's dashboard through an sshd on this machine (`head-node`)."""
@@ -54,11 +54,11 @@ def running_cluster(
     state_dir: Path, nodes: int = NODES, gpus: int = GPUS_PER_NODE
 ) -> Iterator[ClusterHandle]:
     """Start a cluster remembered in `state_dir` and stop it on exit, even when a test failed."""
-    cluster = local_cluster.up(nodes, gpus, directory=state_dir)
+    cluster = processes.up(nodes, gpus, directory=state_dir)
     try:
         yield ClusterHandle(cluster=cluster, state_dir=state_dir)
     finally:
-        local_cluster.down(directory=state_dir)
+        processes.down(directory=state_dir)
 
 
 def wait_for(predicate_async, timeout: float = 60.0, interval: float = 0.5):  # type: ignore[no-untyped-def]
@@ -79,7 +79,7 @@ def wait_for(predicate_async, timeout: float = 60.0, interval: float = 0.5):  # 
 
 def cluster_processes(cluster: LocalCluster) -> list[int]:
     """Live processes carrying the cluster's COCKPIT_CLUSTER_ID (whatever their command line says)."""
-    return local_cluster.cluster_pids(cluster)
+    return processes.cluster_pids(cluster)
 
 
 def processes_named(*names: str) -> list[str]:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.core import local_cluster
 from cockpit.core.errors import LocalClusterError
+from cockpit.core.local import processes, record
 from tests.harness.cluster import cluster_processes, process_names, processes_named
 from tests.harness.run import run_cockpit
 
@@ -26,7 +26,7 @@ def test_up_status_down_leaves_no_ray_process(tmp_path: Path, ray_cluster: objec
     up = cockpit("local", "up", "--nodes", "2", "--gpus-per-node", "1", "--cpus-per-node", "1", env=env)
     assert up.returncode == 0, up.stderr
     assert "2/2 nodes alive" in up.stderr
-    cluster = local_cluster.load(tmp_path)
+    cluster = record.load(tmp_path)
     assert cluster is not None
     try:
         before = process_names(cluster_processes(cluster))
@@ -54,7 +54,7 @@ def test_up_status_down_leaves_no_ray_process(tmp_path: Path, ray_cluster: objec
     assert down.returncode == 0 and "stopped" in down.stdout
     # Checked by the pids seen before `down`, not by the same lookup `down` uses.
     assert process_names(list(before)) == {}
-    assert local_cluster.load(tmp_path) is None
+    assert record.load(tmp_path) is None
     assert not Path(cluster.root).exists()
     # The session cluster was not touched by that `down`.
     assert cluster_processes(ray_cluster.cluster)  # type: ignore[attr-defined]
@@ -72,7 +72,7 @@ def test_status_without_cluster_is_one_line(tmp_path: Path) -> None:
 
 def test_kill_node_requires_a_cluster(tmp_path: Path) -> None:
     with pytest.raises(LocalClusterError, match="no local cluster"):
-        local_cluster.kill_node(1, directory=tmp_path)
+        processes.kill_node(1, directory=tmp_path)
 
 
 def test_bad_shape_is_one_sentence(tmp_path: Path) -> None:

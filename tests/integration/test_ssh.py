@@ -17,7 +17,7 @@ import pytest
 
 from cockpit.core.connection import open_connection
 from cockpit.core.ray_api import DashboardUnreachable
-from cockpit.core.ssh_errors import SshError
+from cockpit.core.ssh.errors import SshError
 from cockpit.core.targets import parse_target
 from tests.harness.cluster import ClusterHandle
 from tests.harness.run import run_cockpit

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.core import local_cluster
-from cockpit.core.local_cluster import LocalCluster
+from cockpit.core.local import processes
+from cockpit.core.local.record import LocalCluster
 from tests.harness.run import run_cockpit
 from tests.harness.sshd import start_sshd
 
@@ -26,11 +26,11 @@ def token_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lo
     token_file = state / "token"
     token_file.write_text(token + "\n")
     token_file.chmod(0o600)
-    cluster = local_cluster.up(1, 1, 1, token=token, directory=state)
+    cluster = processes.up(1, 1, 1, token=token, directory=state)
     try:
         yield cluster, token_file
     finally:
-        local_cluster.down(directory=state)
+        processes.down(directory=state)
 
 
 def cockpit(*args: str, home: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from cockpit.core import local_cluster
+from cockpit.core.local import processes
 from cockpit.core.targets import parse_target
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.screens.cluster import ClusterScreen
@@ -62,10 +62,10 @@ async def test_node_killed_mid_run_turns_dead_with_reason(ray_cluster: ClusterHa
         table = app.screen.query_one(NodeTable)
         await until(pilot, lambda: len(alive_rows(table)) >= 3)
         before = set(alive_rows(table))
-        node = local_cluster.add_node(gpus=2, cpus=1, directory=ray_cluster.state_dir)
+        node = processes.add_node(gpus=2, cpus=1, directory=ray_cluster.state_dir)
         await until(pilot, lambda: len(set(alive_rows(table)) - before) == 1, timeout=30)
         (new_id,) = set(alive_rows(table)) - before
-        local_cluster.kill_node(node.index, signal.SIGKILL, directory=ray_cluster.state_dir)
+        processes.kill_node(node.index, signal.SIGKILL, directory=ray_cluster.state_dir)
         # Ray marks a SIGKILLed node DEAD after its missed heartbeats (about 13 s here).
         await until(pilot, lambda: cell(table, new_id, "state") == "DEAD", timeout=90)
         assert "health check failed" in cell(table, new_id, "reason")

@@ -7,14 +7,14 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from cockpit.core.ssh import (
-    Hop,
-    HostKeyChanged,
-    UnknownHostKey,
-    _check_host_key,
-    hop_chain,
+from cockpit.core.ssh.config import Hop, hop_chain
+from cockpit.core.ssh.errors import HostKeyChanged, SshError, UnknownHostKey
+from cockpit.core.ssh.host_keys import (
+    check_host_key,
     host_key_algorithms,
     known_keys,
+    read_known_hosts,
+    record_host_key,
 )
 
 ED = asyncssh.generate_private_key("ssh-ed25519")
@@ -32,34 +32,42 @@ def known(tmp_path: Path, text: str) -> list[Path]:
     return [path, tmp_path / "no-global-file"]
 
 
+def check(host: str, port: int, key: asyncssh.SSHKey, files: list[Path]) -> None:
+    check_host_key(host, port, key, read_known_hosts(files))
+
+
+def keys(host: str, port: int, files: list[Path]) -> list[tuple[asyncssh.SSHKey, str]]:
+    return known_keys(host, port, read_known_hosts(files))
+
+
 def test_pinned_key_is_accepted(tmp_path: Path) -> None:
-    _check_host_key("head", 22, ED.convert_to_public(), known(tmp_path, line("head", ED)))
+    check("head", 22, ED.convert_to_public(), known(tmp_path, line("head", ED)))
 
 
 def test_changed_key_names_the_line(tmp_path: Path) -> None:
     files = known(tmp_path, "# comment\n" + line("other", EC) + line("head", ED))
     with pytest.raises(HostKeyChanged) as info:
-        _check_host_key("head", 22, ED_OTHER.convert_to_public(), files)
+        check("head", 22, ED_OTHER.convert_to_public(), files)
     assert f"{files[0]}:3" in str(info.value) and "ssh-keygen -R 'head'" in str(info.value)
 
 
 def test_unknown_host_names_the_file_to_record_in(tmp_path: Path) -> None:
     files = known(tmp_path, line("other", ED))
     with pytest.raises(UnknownHostKey) as info:
-        _check_host_key("head", 22, ED.convert_to_public(), files)
+        check("head", 22, ED.convert_to_public(), files)
     assert info.value.known_hosts == files[0] and info.value.fingerprint.startswith("SHA256:")
-    info.value.accept()
-    _check_host_key("head", 22, ED.convert_to_public(), files)  # recorded: accepted from now on
+    record_host_key(info.value)
+    check("head", 22, ED.convert_to_public(), files)  # recorded: accepted from now on
     assert "head ssh-ed25519 " in files[0].read_text()
 
 
 def test_ports_are_separate_hosts_as_in_openssh(tmp_path: Path) -> None:
     files = known(tmp_path, line("head", ED) + line("[head]:2222", EC))
-    assert [k for k, _ in known_keys("head", 2222, files)] == [EC.convert_to_public()]
-    assert [k for k, _ in known_keys("head", 22, files)] == [ED.convert_to_public()]
+    assert [k for k, _ in keys("head", 2222, files)] == [EC.convert_to_public()]
+    assert [k for k, _ in keys("head", 22, files)] == [ED.convert_to_public()]
     # A plain `head` line does not pin port 2200: an sshd there is unknown, not "changed".
     with pytest.raises(UnknownHostKey):
-        _check_host_key("head", 2200, ED_OTHER.convert_to_public(), files)
+        check("head", 2200, ED_OTHER.convert_to_public(), files)
 
 
 def test_hashed_entries_match(tmp_path: Path) -> None:
@@ -70,18 +78,18 @@ def test_hashed_entries_match(tmp_path: Path) -> None:
 
     subprocess.run(["ssh-keygen", "-H", "-f", str(plain)], check=True, capture_output=True)
     assert plain.read_text().startswith("|1|")
-    _check_host_key("head", 2222, ED.convert_to_public(), [plain])
+    check("head", 2222, ED.convert_to_public(), [plain])
 
 
 def test_revoked_key_is_refused(tmp_path: Path) -> None:
     files = known(tmp_path, "@revoked " + line("head", ED) + line("head", ED))
     with pytest.raises(HostKeyChanged, match="revoked"):
-        _check_host_key("head", 22, ED.convert_to_public(), files)
+        check("head", 22, ED.convert_to_public(), files)
 
 
 def test_only_pinned_key_types_are_asked_for(tmp_path: Path) -> None:
     files = known(tmp_path, line("head", EC))
-    assert host_key_algorithms(known_keys("head", 22, files)) == ["ecdsa-sha2-nistp256"]
+    assert host_key_algorithms(keys("head", 22, files)) == ["ecdsa-sha2-nistp256"]
     rsa_like = host_key_algorithms([(asyncssh.generate_private_key("ssh-rsa", 1024), "f:1")])
     assert rsa_like == ["rsa-sha2-512", "rsa-sha2-256", "ssh-rsa"]
 
@@ -98,6 +106,11 @@ def test_only_pinned_key_types_are_asked_for(tmp_path: Path) -> None:
 )
 def test_hop_parse(text: str, host: str, user: str | None, port: int | None) -> None:
     assert Hop.parse(text) == Hop(host=host, user=user, port=port)
+
+
+def test_a_malformed_hop_is_an_ssh_error() -> None:
+    with pytest.raises(SshError, match="'login:abc' is not an SSH destination"):
+        Hop.parse("login:abc")
 
 
 def test_proxyjump_chains_are_followed_like_openssh(tmp_path: Path) -> None:
@@ -118,6 +131,6 @@ def test_proxyjump_chains_are_followed_like_openssh(tmp_path: Path) -> None:
 def test_reconnect_schedule_resumes_within_seconds() -> None:
     """The design behind "data flows again within 10 s of the head being back" (measured in the SSH
     tests): the link retries at most 4 s apart, and the UI polls as soon as the link is back."""
-    from cockpit.core.ssh import BACKOFF_SECONDS
+    from cockpit.core.ssh.link import BACKOFF_SECONDS
 
     assert max(BACKOFF_SECONDS) <= 4.0 and tuple(sorted(BACKOFF_SECONDS)) == BACKOFF_SECONDS

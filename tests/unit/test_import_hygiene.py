@@ -7,11 +7,11 @@ actually defers.
 from __future__ import annotations
 
 import json
+import pkgutil
 import subprocess
 import sys
-from pathlib import Path
 
-import cockpit
+import cockpit.core
 
 
 def modules_after(code: str) -> set[str]:
@@ -25,16 +25,19 @@ def modules_after(code: str) -> set[str]:
 
 
 def test_core_imports_no_textual_and_no_ray() -> None:
-    core = Path(cockpit.__file__).parent / "core"
-    names = [p.stem for p in core.glob("*.py") if p.stem not in ("__init__", "local_cluster")]
-    loaded = modules_after("\n".join(f"import cockpit.core.{n}" for n in names))
-    assert {f"cockpit.core.{n}" for n in names} <= loaded
+    names = [
+        m.name
+        for m in pkgutil.walk_packages(cockpit.core.__path__, "cockpit.core.")
+        if m.name != "cockpit.core.local.processes"
+    ]
+    loaded = modules_after("\n".join(f"import {n}" for n in names))
+    assert set(names) <= loaded
     assert not any(m == "textual" or m.startswith("textual.") for m in loaded)
     assert "ray" not in loaded
 
 
-def test_local_cluster_does_not_import_textual() -> None:
-    loaded = modules_after("import cockpit.core.local_cluster")
+def test_local_cluster_processes_do_not_import_textual() -> None:
+    loaded = modules_after("import cockpit.core.local.processes")
     assert not any(m.startswith("textual") for m in loaded)
 
 
@@ -54,3 +57,9 @@ def test_status_command_path_imports_no_ray() -> None:
     assert "cockpit.commands" in loaded and "ray" not in loaded
     # asyncssh (~100 ms, ~15 MiB) loads only when a target is an SSH destination.
     assert "asyncssh" not in loaded
+
+
+def test_ssh_errors_import_no_asyncssh() -> None:
+    """The UI and every command catch these, SSH target or not."""
+    loaded = modules_after("import cockpit.core.ssh.errors")
+    assert "cockpit.core.ssh.errors" in loaded and "asyncssh" not in loaded

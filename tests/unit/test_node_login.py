@@ -5,7 +5,7 @@ from __future__ import annotations
 import getpass
 from pathlib import Path
 
-from cockpit.core.ssh import Hop, node_login
+from cockpit.core.ssh.config import Hop, node_login
 
 
 def write(tmp_path: Path, text: str) -> list[str]:

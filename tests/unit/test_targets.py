@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from cockpit.core.errors import TargetError
-from cockpit.core.targets import parse_target
+from cockpit.core.targets import parse_destination, parse_target
 
 
 def test_local() -> None:
@@ -34,3 +34,23 @@ def test_bad_targets_are_one_sentence(raw: str) -> None:
     with pytest.raises(TargetError) as info:
         parse_target(raw)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "user", "host", "port"),
+    [
+        ("fe80::1", None, "fe80::1", None),
+        ("[fe80::1%eth0]:2222", None, "fe80::1%eth0", 2222),
+        ("alice@corp.edu@login", "alice@corp.edu", "login", None),
+    ],
+)
+def test_destinations_split_like_openssh(text: str, user: str | None, host: str, port: int | None) -> None:
+    """One parser for TARGET and for ProxyJump hops: the user is what comes before the last `@`."""
+    assert parse_destination(text) == (user, host, port)
+    assert parse_target(text).host == host
+
+
+@pytest.mark.parametrize("text", ["@host", "user@", "a:b:c", "[::1]x", "[::1]:abc", "host:0", "a/b"])
+def test_malformed_destinations_are_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_destination(text)

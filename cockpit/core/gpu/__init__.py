@@ -2,29 +2,16 @@
 
 The vendor libraries are optional extras, imported only when a backend is asked for, and initialised
 once. Every reading a vendor does not give (AMD temperature, a failing NVML call) is NA, never zero.
+
+This package is exactly what ships to GPU nodes as `cockpit gpu-agent` (`cockpit.core.gpu_agents`
+bundles it as source): it imports nothing outside it but `cockpit.core.errors` and `.snapshots`.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from cockpit.core.gpu.backend import GpuBackend, NoGpuFound
 
-from cockpit.core.errors import CockpitError
-from cockpit.core.snapshots import GpuSample
-
-
-class NoGpuFound(CockpitError):
-    """No usable NVIDIA or AMD GPU on this machine."""
-
-
-class GpuBackend(Protocol):
-    vendor: str
-    """"nvidia" or "amd"."""
-
-    def sample(self) -> list[GpuSample]:
-        """One reading of every GPU, all fields in one pass."""
-        ...
-
-    def close(self) -> None: ...
+__all__ = ["GpuBackend", "NoGpuFound", "detect"]
 
 
 def detect() -> GpuBackend:

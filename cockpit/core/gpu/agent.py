@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
-from cockpit.core.gpu import GpuBackend
+from cockpit.core.gpu.backend import GpuBackend
 from cockpit.core.snapshots import NA, GpuSample
 
 

@@ -20,7 +20,7 @@ from cockpit.core.connection import Connection, ConnectOptions, exposure_warning
 from cockpit.core.errors import CockpitError
 from cockpit.core.ray_api import AuthenticationRejected, AuthenticationRequired, DashboardClient
 from cockpit.core.snapshots import ClusterSnapshot, JobRow
-from cockpit.core.ssh_errors import SshError, UnknownHostKey
+from cockpit.core.ssh.errors import SshError, UnknownHostKey
 from cockpit.ui.feeds import start_worker
 from cockpit.ui.feeds.gpus import GpuFeed
 from cockpit.ui.messages import HostKeyUnknown
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from textual.app import App
     from textual.timer import Timer
 
-    from cockpit.core.ssh import SshLink
+    from cockpit.core.ssh.link import SshLink
 
 NODE_POLL_SECONDS = 2.0
 """Node cadence while nodes are still expected to join: join progress is what the user watches."""
@@ -180,7 +180,9 @@ class ClusterFeed:
 
     def host_key_answered(self, unknown: UnknownHostKey, trust: bool) -> None:
         if trust:
-            unknown.accept()
+            from cockpit.core.ssh.host_keys import record_host_key  # asyncssh: loaded by the link already
+
+            record_host_key(unknown)
             self._unreachable("host key trusted; connecting")
             self.poll_now()
         else:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from textual.worker import Worker
 
-from cockpit.core.gpu.remote import AgentFailed, AgentReading, LocalAgent, SshAgent, stream_readings
+from cockpit.core.gpu_agents import AgentFailed, AgentReading, LocalAgent, SshAgent, stream_readings
 from cockpit.core.snapshots import NodeSnapshot
 from cockpit.ui.feeds import start_worker
 from cockpit.ui.state import StateChanged
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from textual.app import App
 
     from cockpit.core.connection import Connection
-    from cockpit.core.ssh import SshLink
+    from cockpit.core.ssh.link import SshLink
     from cockpit.ui.feeds.gpus import GpuFeed
     from cockpit.ui.state import CockpitState
 

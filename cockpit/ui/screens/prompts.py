@@ -8,7 +8,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
-from cockpit.core.ssh_errors import UnknownHostKey
+from cockpit.core.ssh.errors import UnknownHostKey
 
 PROMPT_CSS = """
 {name} {{ align: center middle; }}

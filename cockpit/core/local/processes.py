@@ -1,4 +1,6 @@
-"""Provides a real multi-node Ray cluster on this machine: `cockpit local up | status | down`.
+"""Provides a real multi-node Ray cluster on this machine: `cockpit local up | status | down`, its processes.
+
+What is remembered of the cluster (where, which ports, its token) is `record`, which needs none of this.
 
 Each node is its own `ray start` (own temp dir, own agent port, logical GPUs), the way Slurm or SkyPilot
 start nodes on real machines, so everything the cockpit does against it is what it does on a cluster.
@@ -29,95 +31,12 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cockpit.core.errors import LocalClusterError
+from cockpit.core.local.record import LocalCluster, LocalNode, cluster_token, forget, load, save, save_token
 
 Progress = Callable[[str], None]
-
-
-def state_dir() -> Path:
-    """Where the cockpit remembers its local cluster (`COCKPIT_STATE_DIR`, else XDG state home)."""
-    explicit = os.environ.get("COCKPIT_STATE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "ray-cockpit"
-
-
-@dataclass
-class LocalNode:
-    index: int
-    temp_dir: str
-    agent_port: int
-    num_gpus: int
-    num_cpus: int
-    start_log: str = ""
-
-
-@dataclass
-class LocalCluster:
-    """A cluster `cockpit local up` started, as remembered in `local.json`."""
-
-    root: str
-    cluster_id: str
-    """Carried as COCKPIT_CLUSTER_ID by every process of the cluster."""
-    gcs_port: int
-    dashboard_port: int
-    client_port: int
-    nodes: list[LocalNode] = field(default_factory=list)
-    head_ip: str = ""
-    auth_token: bool = False
-
-    @property
-    def dashboard_url(self) -> str:
-        return f"http://127.0.0.1:{self.dashboard_port}"
-
-    @property
-    def gcs_address(self) -> str:
-        return f"{self.head_ip or '127.0.0.1'}:{self.gcs_port}"
-
-
-def _state_file(directory: Path | None = None) -> Path:
-    return (directory or state_dir()) / "local.json"
-
-
-def load(directory: Path | None = None) -> LocalCluster | None:
-    """The remembered local cluster, or None when none was started (or the record is unreadable)."""
-    path = _state_file(directory)
-    try:
-        doc = json.loads(path.read_text())
-        node_fields = set(LocalNode.__dataclass_fields__)
-        cluster_fields = set(LocalCluster.__dataclass_fields__) - {"nodes"}
-        nodes = [LocalNode(**{k: v for k, v in n.items() if k in node_fields}) for n in doc.get("nodes", [])]
-        return LocalCluster(nodes=nodes, **{k: v for k, v in doc.items() if k in cluster_fields})
-    except (OSError, ValueError, TypeError):
-        return None
-
-
-def cluster_token(directory: Path | None = None) -> str | None:
-    """The auth token of the remembered cluster, if it uses one."""
-    try:
-        return ((directory or state_dir()) / "token").read_text().strip() or None
-    except OSError:
-        return None
-
-
-def _save_token(value: str, directory: Path | None) -> None:
-    path = (directory or state_dir()) / "token"
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(value + "\n")
-
-
-def _save(cluster: LocalCluster, directory: Path | None = None) -> None:
-    path = _state_file(directory)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(cluster), indent=2))
-    tmp.replace(path)
 
 
 def _free_port() -> int:
@@ -263,9 +182,7 @@ def up(
     root = Path(tempfile.mkdtemp(prefix=f"rc-{os.getuid()}-", dir="/tmp"))
     if auth and token is None:
         token = secrets.token_urlsafe(32)
-    (directory or state_dir()).joinpath("token").unlink(missing_ok=True)
-    if token is not None:
-        _save_token(token, directory)
+    save_token(token, directory)
     cluster = LocalCluster(
         root=str(root),
         cluster_id=uuid.uuid4().hex,
@@ -289,14 +206,14 @@ def up(
         say(f"starting head node (dashboard http://127.0.0.1:{cluster.dashboard_port}) ...")
         head = cluster.nodes[0]
         proc = _ray_start(cluster, head, token)
-        _save(cluster, directory)
+        save(cluster, directory)
         _wait_started(proc, head, timeout)
         cluster.head_ip = _wait_for_dashboard(cluster, token, started + timeout)
-        _save(cluster, directory)
+        save(cluster, directory)
         procs = []
         for node in cluster.nodes[1:]:
             procs.append((_ray_start(cluster, node, token), node))
-            _save(cluster, directory)
+            save(cluster, directory)
         if procs:
             say(f"joining {len(procs)} more node(s) ...")
         for proc, node in procs:
@@ -369,7 +286,7 @@ def add_node(
     )
     cluster.nodes.append(node)
     proc = _ray_start(cluster, node, token)
-    _save(cluster, directory)
+    save(cluster, directory)
     _wait_started(proc, node, timeout)
     _wait_for_nodes(cluster, before + 1, token, time.monotonic() + timeout, lambda _m: None)
     return node
@@ -478,8 +395,7 @@ def down(*, directory: Path | None = None, keep_logs: bool = False, grace: float
     if cluster is None:
         return False
     _terminate(cluster_pids(cluster), grace)
-    _state_file(directory).unlink(missing_ok=True)
-    (directory or state_dir()).joinpath("token").unlink(missing_ok=True)
+    forget(directory)
     if not keep_logs:
         shutil.rmtree(cluster.root, ignore_errors=True)
     return True

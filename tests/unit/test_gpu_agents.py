@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import os
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import asyncssh
 import pytest
 
-from cockpit.core.gpu.remote import (
+import cockpit
+from cockpit.core.gpu_agents import (
+    MODULES,
     AgentFailed,
     AgentReading,
     LocalAgent,
@@ -26,6 +30,28 @@ def test_program_is_self_contained() -> None:
     compile(program, "<agent>", "exec")
     assert "_INTERVAL = 0.5" in program
     assert "import textual" not in program and "aiohttp" not in program
+
+
+def test_program_ships_the_gpu_package_and_only_what_it_imports() -> None:
+    """MODULES names every file of `cockpit/core/gpu/` and the cockpit modules they import, each after
+    those it imports at its top (they run in that order), and not the launcher that stays home."""
+    root = Path(cockpit.__file__).parent
+    names = [name for name, _path in MODULES]
+    imported = set()
+    for position, (name, path) in enumerate(MODULES):
+        if path is None:
+            continue
+        tree = ast.parse((root / path).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("cockpit"):
+                imported.add(node.module)
+                if node in tree.body:
+                    assert node.module in names[:position], f"{name} imports {node.module} before it is there"
+    gpu_files = {f"core/gpu/{p.name}" for p in (root / "core" / "gpu").glob("*.py")}
+    assert gpu_files <= {path for _name, path in MODULES}
+    shipped_files = {name for name, path in MODULES if path is not None and path not in gpu_files}
+    assert shipped_files == imported - {name for name, path in MODULES if path in gpu_files}
+    assert "cockpit.core.gpu_agents" not in names
 
 
 def test_parse_reading_tolerates_junk() -> None:

@@ -1,10 +1,11 @@
 """Provides high-resolution mode's agents: `cockpit gpu-agent` run on the cluster's nodes, read as a stream.
 
 The cockpit is not installed on the nodes, so the agent travels as source: `agent_program()` bundles the
-modules of `cockpit.core.gpu` (and the two they import) into one program that the node's own Python (the
-one Ray runs workers with, from the raylet's command line) reads from stdin. Over SSH it runs on the head
-through the cockpit's connection, and on other nodes through a connection tunnelled through the head,
-with the same host-key checks. For a local cluster it is a subprocess of the cockpit's Python.
+modules of `cockpit.core.gpu` (and the two they import; not this module) into one program that the
+node's own Python (the one Ray runs workers with, from the raylet's command line) reads from stdin. Over
+SSH it runs on the head through the cockpit's connection, and on other nodes through a connection
+tunnelled through the head, with the same host-key checks. For a local cluster it is a subprocess of the
+cockpit's Python.
 
 An agent that cannot start (no GPU, no NVML, no SSH to a worker node) ends with one line on stderr; the
 caller shows that line and keeps the dashboard's readings.
@@ -31,12 +32,14 @@ MODULES = (
     ("cockpit.core", None),
     ("cockpit.core.errors", "core/errors.py"),
     ("cockpit.core.snapshots", "core/snapshots.py"),
+    ("cockpit.core.gpu.backend", "core/gpu/backend.py"),
     ("cockpit.core.gpu", "core/gpu/__init__.py"),
     ("cockpit.core.gpu.nvml", "core/gpu/nvml.py"),
     ("cockpit.core.gpu.amd", "core/gpu/amd.py"),
     ("cockpit.core.gpu.agent", "core/gpu/agent.py"),
 )
-"""What the agent needs, in import order; packages without a file are created empty."""
+"""What the agent needs, in import order (`gpu.backend` before the package, which imports it); packages
+without a file are created empty. A unit test checks it against the files of `cockpit/core/gpu/`."""
 
 _BOOTSTRAP = """
 import sys, types
@@ -270,8 +273,3 @@ class SshAgent:
         self._process.close()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._process.wait_closed(), 5)
-
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else ""

@@ -1,11 +1,8 @@
-"""Provides the SSH link to the Ray head: OpenSSH config, strict host keys, a private tunnel, reconnection.
+"""Provides the SSH link to the Ray head: one connection, a private tunnel to the dashboard, reconnection.
 
-asyncssh does the protocol and reads the user's `~/.ssh/config` (HostName, User, Port, IdentityFile,
-ServerAliveInterval ...), the agent and the keys; this module adds what a shared login node needs:
+asyncssh does the protocol, the agent and the keys; `config` says what the user's OpenSSH config asks
+for, and `host_keys` decides about every host key. This module adds what a shared login node needs:
 
-* Host keys are checked here, not by asyncssh, so an unknown key and a changed key are told apart. A
-  changed key is refused, always, naming the known_hosts line to fix; an unknown key is refused unless
-  the user accepts its fingerprint (a prompt, or `--accept-new` like `StrictHostKeyChecking=accept-new`).
 * The dashboard is reached through a UNIX socket in a 0700 directory (never a TCP listener other users
   could reach), unless the user asks for a loopback port with `--expose-port`.
 * One connection; when it drops, it is re-opened with backoff and the socket comes back at the same
@@ -19,7 +16,6 @@ import asyncio
 import atexit
 import contextlib
 import functools
-import getpass
 import os
 import shutil
 import tempfile
@@ -31,29 +27,35 @@ from typing import Any
 
 import asyncssh
 
-from cockpit.core.ssh_errors import (
+from cockpit.core.ssh.config import (
+    Hop,
+    config_files,
+    encrypted_identity,
+    hop_chain,
+    host_config,
+    known_hosts_files,
+    node_login,
+)
+from cockpit.core.ssh.errors import (
     AuthenticationFailed,
     HostKeyChanged,
     PassphraseNeeded,
     SshError,
     UnknownHostKey,
-    host_label,
+)
+from cockpit.core.ssh.host_keys import (
+    KnownHosts,
+    check_host_key,
+    host_key_algorithms,
+    known_keys,
+    read_known_hosts,
+    record_host_key,
 )
 from cockpit.core.targets import Target
-
-__all__ = [
-    "AuthenticationFailed",
-    "HostKeyChanged",
-    "PassphraseNeeded",
-    "SshError",
-    "SshLink",
-    "UnknownHostKey",
-]
 
 BACKOFF_SECONDS = (0.5, 1.0, 2.0, 4.0)
 """Waits between reconnection attempts; capped at 4 s so the tunnel is back within seconds of the head."""
 DEFAULT_KEEPALIVE = 10
-MAX_HOPS = 8
 
 
 @dataclass(frozen=True)
@@ -73,214 +75,24 @@ class SshOptions:
     ask_passphrase: Callable[[str], Awaitable[str | None]] | None = None
     """Asked for an encrypted key's passphrase (kept in memory for reconnects, never stored)."""
 
-    def config_paths(self) -> list[str]:
-        if self.config:
-            if not Path(self.config).is_file():
-                raise SshError(f"the SSH config {self.config} does not exist.")
-            return [self.config]
-        default = Path.home() / ".ssh" / "config"
-        return [str(default)] if default.is_file() else []
-
-
-@dataclass(frozen=True)
-class Hop:
-    """One SSH destination of a chain, as the user wrote it (alias, user@host, host:port)."""
-
-    host: str
-    user: str | None = None
-    port: int | None = None
-
-    @classmethod
-    def parse(cls, text: str) -> Hop:
-        """`alias`, `user@host`, `host:port`, `[v6addr]:port` or a bare IPv6 address."""
-        user, _, host = text.rpartition("@")
-        port = None
-        if host.startswith("["):
-            address, _, rest = host[1:].partition("]")
-            host = address
-            if rest.startswith(":") and rest[1:].isdigit():
-                port = int(rest[1:])
-        elif host.count(":") == 1:
-            host, port_text = host.split(":")
-            if not port_text.isdigit():
-                raise SshError(f"{text!r}: the port must be a number.")
-            port = int(port_text)
-        return cls(host=host, user=user or None, port=port)
-
-
-def _config_for(hop: Hop, paths: list[str]) -> Any:
-    from asyncssh.config import SSHClientConfig
-
-    local_user = getpass.getuser()
-    return SSHClientConfig.load(
-        None, paths, False, False, False, local_user, hop.user or (), hop.host, hop.port or ()
-    )
-
-
-def node_login(head: Hop, node: Hop, paths: list[str]) -> tuple[Any, list[str], list[Path]]:
-    """How to log in to a cluster node reached through the head: (username, keys, known-hosts files).
-
-    On a cluster the nodes share the head's account and site: the head's user (`user@head`, else the
-    head's User; else the local user), the head's IdentityFile offered before any the config gives the
-    node (a `Host *` key must not hide the head's), and the node's known-hosts files if the config names
-    any, else the head's.
-    """
-    head_config = _config_for(head, paths) if paths else None
-    node_config = _config_for(node, paths) if paths else None
-    username = head.user or (head_config.get("User") if head_config is not None else None) or ()
-    keys: list[str] = []
-    for source in (head_config, node_config):
-        for path in (source.get("IdentityFile") if source is not None else None) or ():
-            expanded = os.path.expanduser(str(path))
-            if expanded not in keys:
-                keys.append(expanded)
-    own_files = node_config is not None and node_config.get("UserKnownHostsFile")
-    return username, keys, _known_hosts_files(node_config if own_files else head_config)
-
-
-def hop_chain(target: Hop, paths: list[str]) -> list[Hop]:
-    """The hops to open in order, the target last: ProxyJump is followed like OpenSSH does."""
-    chain = [target]
-    while len(chain) <= MAX_HOPS:
-        jump = _config_for(chain[0], paths).get("ProxyJump") if paths else None
-        if not jump or str(jump).lower() == "none":
-            return chain
-        hops = [Hop.parse(part.strip()) for part in str(jump).split(",") if part.strip()]
-        chain = hops + chain
-    raise SshError(
-        f"ProxyJump for {target.host} nests more than {MAX_HOPS} hops (a loop in the SSH config?)."
-    )
-
-
-_DEFAULT_IDENTITIES = ("~/.ssh/id_ed25519", "~/.ssh/id_ecdsa", "~/.ssh/id_rsa")
-
-
-def _encrypted_identity(config: Any) -> str | None:
-    """The first identity (IdentityFile, else the default ones) that needs a passphrase to open."""
-    names = (config.get("IdentityFile") if config is not None else None) or _DEFAULT_IDENTITIES
-    for name in names:
-        path = os.path.expanduser(str(name))
-        if not os.path.isfile(path):
-            continue
-        try:
-            asyncssh.read_private_key(path)
-        except asyncssh.KeyImportError as exc:
-            if "passphrase" in str(exc).lower():
-                return path
-        except OSError:
-            continue
-    return None
-
-
-def _known_hosts_files(config: Any) -> list[Path]:
-    """The user's files first (new keys are recorded in the first), then the system-wide ones."""
-    user = config.get("UserKnownHostsFile") if config is not None else None
-    system = config.get("GlobalKnownHostsFile") if config is not None else None
-    files = (
-        [Path(os.path.expanduser(str(p))) for p in user] if user else [Path.home() / ".ssh" / "known_hosts"]
-    )
-    files += (
-        [Path(os.path.expanduser(str(p))) for p in system] if system else [Path("/etc/ssh/ssh_known_hosts")]
-    )
-    return files
-
-
-_RSA_ALGS = ["rsa-sha2-512", "rsa-sha2-256", "ssh-rsa"]
-
-
-def known_keys(host: str, port: int, files: list[Path]) -> list[tuple[asyncssh.SSHKey, str]]:
-    """Keys pinned for host:port, each with the `file:line` it comes from (OpenSSH's matching rules)."""
-    found: list[tuple[asyncssh.SSHKey, str]] = []
-    for path in files:
-        try:
-            lines = path.read_text().splitlines()
-        except OSError:
-            continue
-        for number, line in enumerate(lines, start=1):
-            text = line.strip()
-            if not text or text.startswith("#") or text.startswith("@"):
-                continue
-            patterns = text.split()[0]
-            # asyncssh falls back to port-less entries for other ports; OpenSSH does not: a plain
-            # `host` line pins port 22 only (hashed entries encode the port in their hash).
-            if port != 22 and not patterns.startswith("|") and f"]:{port}" not in patterns:
-                continue
-            try:
-                entry = asyncssh.import_known_hosts(text + "\n")
-            except (ValueError, asyncssh.KeyImportError):
-                continue
-            trusted, *_ = entry.match(host, "", port if port != 22 else None)
-            found.extend((key, f"{path}:{number}") for key in trusted)
-    return found
-
-
-def host_key_algorithms(keys: list[tuple[asyncssh.SSHKey, str]]) -> list[str]:
-    """Ask the server for the key types we have pinned (as OpenSSH does), so a host with several keys
-    does not answer with one we never saw and look "changed"."""
-    algs: list[str] = []
-    for key, _where in keys:
-        alg = key.get_algorithm()
-        for name in _RSA_ALGS if alg == "ssh-rsa" else [alg]:
-            if name not in algs:
-                algs.append(name)
-    return algs
-
-
-def _revoked(host: str, port: int, key: asyncssh.SSHKey, files: list[Path]) -> str | None:
-    for path in files:
-        try:
-            lines = path.read_text().splitlines()
-        except OSError:
-            continue
-        for number, line in enumerate(lines, start=1):
-            if line.strip().startswith("@revoked"):
-                try:
-                    _trusted, _ca, revoked, *_ = asyncssh.import_known_hosts(line.strip() + "\n").match(
-                        host, "", port
-                    )
-                except (ValueError, asyncssh.KeyImportError):
-                    continue
-                if any(k == key for k in revoked):
-                    return f"{path}:{number}"
-    return None
-
-
-def _check_host_key(host: str, port: int, key: asyncssh.SSHKey, files: list[Path]) -> None:
-    """Accept a pinned key; raise HostKeyChanged or UnknownHostKey otherwise."""
-    revoked = _revoked(host, port, key, files)
-    if revoked:
-        raise HostKeyChanged(f"the host key of {host_label(host, port)} is revoked ({revoked}).")
-    pinned = known_keys(host, port, files)
-    if any(k == key for k, _where in pinned):
-        return
-    same_type = [where for k, where in pinned if k.get_algorithm() == key.get_algorithm()]
-    if same_type or pinned:
-        where = (same_type or [w for _k, w in pinned])[0]
-        raise HostKeyChanged(
-            f"the host key of {host_label(host, port)} CHANGED (now {key.get_fingerprint('sha256')}): "
-            f"someone may be intercepting the connection; if the change is expected, remove "
-            f"{where} (ssh-keygen -R '{host_label(host, port)}') and connect again."
-        )
-    raise UnknownHostKey(host, port, key, files[0])
-
 
 class _Client(asyncssh.SSHClient):
     """Checks host keys our way and tells the link when the connection is lost."""
 
-    def __init__(self, files: list[Path], accept_new: bool, on_lost: Callable[[], None] | None) -> None:
-        self._files = files
+    def __init__(self, known: KnownHosts, accept_new: bool, on_lost: Callable[[], None] | None) -> None:
+        self._known = known
         self._accept_new = accept_new
         self._on_lost = on_lost
         self.problem: SshError | None = None
 
     def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
         try:
-            _check_host_key(host, port, key, self._files)
+            check_host_key(host, port, key, self._known)
         except UnknownHostKey as unknown:
             if not self._accept_new:
                 self.problem = unknown
                 return False
-            unknown.accept()
+            record_host_key(unknown)
         except HostKeyChanged as changed:
             self.problem = changed
             return False
@@ -324,7 +136,7 @@ class SshLink:
         self.target = Hop(host=target.host, user=target.user, port=target.port)
         self.options = options
         self.status = LinkStatus()
-        self._paths = options.config_paths()
+        self._paths = config_files(options.config)
         self._conns: list[asyncssh.SSHClientConnection] = []
         self._node_conns: dict[str, asyncssh.SSHClientConnection] = {}
         """Connections to other cluster nodes, tunnelled through the head (high-resolution GPU mode)."""
@@ -362,16 +174,19 @@ class SshLink:
     ) -> asyncssh.SSHClientConnection:
         """Connect to `hop` (through `tunnel`); `node`: a cluster node reached through the head, logged in
         to as `node_login` says."""
-        config = _config_for(hop, self._paths) if self._paths else None
+        config = host_config(hop, self._paths) if self._paths else None
         if node:
             username, client_keys, files = node_login(self.target, hop, self._paths)
         else:
-            username, client_keys, files = hop.user or (), [], _known_hosts_files(config)
+            username, client_keys, files = hop.user or (), [], known_hosts_files(config)
         real_host = str(config.get("Hostname", hop.host)) if config is not None else hop.host
         real_port = int(config.get("Port", hop.port or 22)) if config is not None else (hop.port or 22)
-        pinned_algs = host_key_algorithms(known_keys(real_host, hop.port or real_port, files))
+        # Read once per connection, off the event loop (a home directory on NFS can take its time); the
+        # host-key check asyncssh calls back into is synchronous and uses what was read here.
+        known = await asyncio.to_thread(read_known_hosts, files)
+        pinned_algs = host_key_algorithms(known_keys(real_host, hop.port or real_port, known))
         is_target = hop == self.target
-        client = _Client(files, self.options.accept_new, self._lost.set if is_target else None)
+        client = _Client(known, self.options.accept_new, self._lost.set if is_target else None)
         keepalive = config.get("ServerAliveInterval") if config is not None else None
         kwargs: dict[str, Any] = {
             "username": username,
@@ -402,7 +217,7 @@ class SshLink:
             raise HostKeyChanged(f"the host key of {label} could not be verified.") from None
         except asyncssh.PermissionDenied:
             # asyncssh skips an encrypted IdentityFile it cannot open: ask for its passphrase and retry.
-            encrypted = None if self._passphrase is not None else _encrypted_identity(config)
+            encrypted = None if self._passphrase is not None else encrypted_identity(config)
             if encrypted is None:
                 raise AuthenticationFailed(
                     f"{label} refused every key offered (agent, IdentityFile): check User and IdentityFile "

@@ -1,0 +1,112 @@
+"""Provides what the cockpit remembers of the local cluster: its record (`local.json`) and its auth token.
+
+Both live in a private state directory (0700; the token file 0600). Reading them starts nothing and
+imports nothing heavy: every command that takes the `local` TARGET does it, the processes of the cluster
+are `processes`'s business.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+
+def state_dir() -> Path:
+    """Where the cockpit remembers its local cluster (`COCKPIT_STATE_DIR`, else XDG state home)."""
+    explicit = os.environ.get("COCKPIT_STATE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "ray-cockpit"
+
+
+@dataclass
+class LocalNode:
+    index: int
+    temp_dir: str
+    agent_port: int
+    num_gpus: int
+    num_cpus: int
+    start_log: str = ""
+
+
+@dataclass
+class LocalCluster:
+    """A cluster `cockpit local up` started, as remembered in `local.json`."""
+
+    root: str
+    cluster_id: str
+    """Carried as COCKPIT_CLUSTER_ID by every process of the cluster."""
+    gcs_port: int
+    dashboard_port: int
+    client_port: int
+    nodes: list[LocalNode] = field(default_factory=list)
+    head_ip: str = ""
+    auth_token: bool = False
+
+    @property
+    def dashboard_url(self) -> str:
+        return f"http://127.0.0.1:{self.dashboard_port}"
+
+    @property
+    def gcs_address(self) -> str:
+        return f"{self.head_ip or '127.0.0.1'}:{self.gcs_port}"
+
+
+def _state_file(directory: Path | None = None) -> Path:
+    return (directory or state_dir()) / "local.json"
+
+
+def token_file(directory: Path | None = None) -> Path:
+    """Where the auth token of the local cluster is kept."""
+    return (directory or state_dir()) / "token"
+
+
+def load(directory: Path | None = None) -> LocalCluster | None:
+    """The remembered local cluster, or None when none was started (or the record is unreadable)."""
+    path = _state_file(directory)
+    try:
+        doc = json.loads(path.read_text())
+        node_fields = set(LocalNode.__dataclass_fields__)
+        cluster_fields = set(LocalCluster.__dataclass_fields__) - {"nodes"}
+        nodes = [LocalNode(**{k: v for k, v in n.items() if k in node_fields}) for n in doc.get("nodes", [])]
+        return LocalCluster(nodes=nodes, **{k: v for k, v in doc.items() if k in cluster_fields})
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def cluster_token(directory: Path | None = None) -> str | None:
+    """The auth token of the remembered cluster, if it uses one."""
+    try:
+        return token_file(directory).read_text().strip() or None
+    except OSError:
+        return None
+
+
+def save(cluster: LocalCluster, directory: Path | None = None) -> None:
+    """Remember `cluster` (written whole, then renamed: a reader never sees half a record)."""
+    path = _state_file(directory)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(cluster), indent=2))
+    tmp.replace(path)
+
+
+def save_token(token: str | None, directory: Path | None = None) -> None:
+    """Keep the auth token of a new cluster (a fresh 0600 file); None: the new cluster has none."""
+    path = token_file(directory)
+    path.unlink(missing_ok=True)
+    if token is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(token + "\n")
+
+
+def forget(directory: Path | None = None) -> None:
+    """Drop the record and the token (the cluster is gone)."""
+    _state_file(directory).unlink(missing_ok=True)
+    token_file(directory).unlink(missing_ok=True)
