@@ -8,13 +8,14 @@ the cluster and shown masked everywhere else. Errors name the file, the line and
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
 import shlex
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 import yaml
 
 from cockpit.core.errors import CockpitError
+from cockpit.core.overrides import Override, OverrideError, as_overrides, parse_override
 
 MASK = "••••••"
 MAX_UPLOAD_BYTES = 100 * 2**20
@@ -241,8 +243,10 @@ def load(path: Path) -> Profile:
         raise check.fail("entrypoint", "missing: give a command string or {module: ..., args: [...]}.")
     overrides = check.strings(doc.get("overrides"), "overrides")
     for index, item in enumerate(overrides):
-        if "=" not in item:
-            raise check.fail("overrides", f"{item!r} is not key=value.", _item_line(node, "overrides", index))
+        try:
+            parse_override(item)
+        except OverrideError as exc:
+            raise check.fail("overrides", str(exc), _item_line(node, "overrides", index)) from None
     runtime_env = check.mapping(doc.get("runtime_env"), "runtime_env", "env_vars, pip, py_executable, ...")
     for key in runtime_env:
         if key not in RUNTIME_ENV_KEYS:
@@ -359,22 +363,35 @@ def new_submission_id(profile_name: str) -> str:
     return f"{profile_name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
 
+def override_values(profile: Profile, overrides: Iterable[Override | str] = ()) -> dict[str, str]:
+    """Key -> value of the profile's overrides then `overrides`, later ones winning; variables resolved,
+    secrets masked (what the pre-flight checks read; nothing is parsed back out of an entrypoint)."""
+    found: dict[str, str] = {}
+    values: dict[str, str] = {}
+    for item in (*as_overrides(profile.overrides), *as_overrides(overrides)):
+        values[item.key] = _resolve(item.value, profile.cluster, found, mask=True, strict=False)
+    return values
+
+
 def render(
     profile: Profile,
-    extra_overrides: tuple[str, ...] = (),
+    overrides: Iterable[Override | str] = (),
     *,
     mask: bool = False,
     submission_id: str | None = None,
     check_secrets: bool = True,
 ) -> dict[str, Any]:
-    """The JobSubmitRequest for this profile.
+    """The JobSubmitRequest for this profile with extra `overrides` (split by `overrides.parse_overrides`).
 
     Profile overrides are appended to the entrypoint byte for byte as written (the job runs it through a
-    shell, as the launch guides do); extra overrides from the command line are shell-quoted when needed.
-    A `working_dir` that exists here is uploaded at submit (see `jobs.submit_profile`); any other path is
+    shell, as the launch guides do); extra overrides are appended as typed, shell-quoted when needed, and
+    recorded in the metadata (`cockpit_overrides`, a JSON list) so a resubmit keeps them.
+    A `working_dir` that exists here is uploaded at submit (see `launch.submit`); any other path is
     taken to be on the cluster's shared filesystem and the entrypoint runs there (`cd DIR && ...`).
     With `mask`, secrets appear as MASK (for display); without `check_secrets`, unset ones do too.
+    Strings among `overrides` are parsed here (the launcher screen's, until it goes through `launch.plan`).
     """
+    extra = as_overrides(overrides)
     found: dict[str, str] = {}
     shape = profile.cluster
 
@@ -388,7 +405,7 @@ def render(
         return value
 
     parts = [res(profile.entrypoint), *(res(o) for o in profile.overrides)]
-    parts += [shlex.quote(res(o)) for o in extra_overrides]
+    parts += [shlex.quote(res(o.text)) for o in extra]
     runtime_env = res(dict(profile.runtime_env))
     env_vars = {str(k): str(v) for k, v in (runtime_env.get("env_vars") or {}).items()}
     if profile.post_mortem:
@@ -406,7 +423,11 @@ def render(
     request: dict[str, Any] = {
         "entrypoint": entrypoint,
         "submission_id": submission_id or new_submission_id(profile.name),
-        "metadata": {**{k: res(v) for k, v in profile.metadata.items()}, "cockpit_profile": profile.name},
+        "metadata": {
+            **{k: res(v) for k, v in profile.metadata.items()},
+            "cockpit_profile": profile.name,
+            "cockpit_overrides": json.dumps([o.text for o in extra]),
+        },
     }
     if runtime_env:
         request["runtime_env"] = runtime_env
