@@ -105,19 +105,57 @@ def search_path() -> list[Path]:
     return seen
 
 
+def _candidates() -> list[tuple[str, Path, Profile | ProfileError]]:
+    """Every profile file on the search path, loaded, under the name it claims; first claim wins.
+
+    The one precedence rule: `search_path()` order, then file name order in a directory. A file that
+    fails to load claims its file name (what `name:` defaults to), so a broken `./profiles/demo.yaml`
+    reports its error instead of silently handing over to the shipped `demo`.
+    """
+    claimed: dict[str, tuple[Path, Profile | ProfileError]] = {}
+    for directory in search_path():
+        for path in sorted(directory.glob("*.y*ml")):
+            loaded: Profile | ProfileError
+            try:
+                loaded = load(path)
+            except ProfileError as exc:
+                loaded = exc
+            name = loaded.name if isinstance(loaded, Profile) else path.stem
+            claimed.setdefault(name, (path, loaded))
+    return [(name, path, loaded) for name, (path, loaded) in claimed.items()]
+
+
+def discover() -> tuple[list[Profile], list[str]]:
+    """The profiles a name reaches (one per name, by `search_path()` precedence), and one line per file
+    that failed to load."""
+    found: list[Profile] = []
+    problems: list[str] = []
+    for _name, _path, loaded in _candidates():
+        if isinstance(loaded, Profile):
+            found.append(loaded)
+        else:
+            problems.append(str(loaded))
+    return found, problems
+
+
 def find(name_or_path: str) -> Path:
-    """The file of a profile given by name (`demo`) or path (`./my.yaml`)."""
+    """The file of a profile given by name (`demo`, as `discover` sees it) or path (`./my.yaml`).
+
+    Raises:
+        ProfileError: no such file or name; or the file that claims the name does not load.
+    """
     candidate = Path(name_or_path)
     if candidate.suffix in (".yaml", ".yml") or os.sep in name_or_path:
         if candidate.is_file():
             return candidate
         raise ProfileError(f"{name_or_path}: no such profile file.")
-    for directory in search_path():
-        for suffix in (".yaml", ".yml"):
-            path = directory / f"{name_or_path}{suffix}"
-            if path.is_file():
-                return path
-    names = ", ".join(sorted(p.stem for d in search_path() for p in d.glob("*.y*ml"))) or "none"
+    candidates = _candidates()
+    for name, path, loaded in candidates:
+        if name == name_or_path:
+            if isinstance(loaded, ProfileError):
+                raise loaded
+            return path
+    names = ", ".join(sorted(name for name, _path, _loaded in candidates)) or "none"
     raise ProfileError(f"no profile named {name_or_path!r} (known: {names}).")
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.core.jobs import submit_request
+from cockpit.core.launch import submit_request
 from tests.harness.cluster import ClusterHandle
 from tests.harness.run import run_cockpit
 
@@ -89,3 +89,4 @@ async def test_working_dir_is_uploaded_without_git(ray_cluster: ClusterHandle, t
     result = cockpit("submit", "local", str(profile), "--follow", timeout=120)
     assert result.returncode == 0, result.stderr
     assert "files: ['train.py']" in result.stdout
+
