@@ -40,6 +40,18 @@ def test_overrides_are_split_once_with_hydra_prefixes_kept_as_typed() -> None:
     ]
 
 
+@pytest.mark.parametrize("bad", ["foo", "=1", "+=1"])
+def test_a_malformed_override_is_the_same_one_line_from_the_cli_and_the_api(tmp_path: Path, bad: str) -> None:
+    with pytest.raises(launch.OverrideError) as info:
+        launch.parse_overrides(["a=1", bad, "also bad"])
+    message = str(info.value)
+    assert message == f"{bad!r} is not KEY=VALUE (e.g. trainer.total_epochs=1)." and "\n" not in message
+    # The CLI parses before it contacts anything: the same line, exit 1, no traceback.
+    result = cockpit_in(tmp_path, "submit", "http://127.0.0.1:1", "demo", "a=1", bad, "also bad")
+    assert result.returncode == 1
+    assert result.stderr == f"cockpit: {message}\n" and result.stdout == ""
+
+
 def test_plan_masks_secrets_and_records_profile_and_overrides(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -100,9 +112,21 @@ def write_profile(directory: Path, name: str, description: str, stem: str | None
     return path
 
 
-def test_discover_and_find_share_one_precedence_rule(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_profiles_list_shows_a_name_once_the_first_on_the_search_path(tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    write_profile(tmp_path / "profiles", "demo", "the one in ./profiles")
+    write_profile(config / "ray-cockpit" / "profiles", "demo", "the one in the config dir")
+    write_profile(config / "ray-cockpit" / "profiles", "mine", "only in the config dir")
+    result = cockpit_in(tmp_path, "profiles", "list", XDG_CONFIG_HOME=str(config))
+    assert result.returncode == 0, result.stderr
+    names = [line.split()[0] for line in result.stdout.splitlines()]
+    assert names.count("demo") == 1 and names.count("mine") == 1 and "demo-crash" in names
+    assert "the one in ./profiles" in result.stdout and "config dir" not in result.stdout.split("mine")[0]
+    shown = json.loads(cockpit_in(tmp_path, "profiles", "show", "demo", XDG_CONFIG_HOME=str(config)).stdout)
+    assert shown["entrypoint"] == "python3 x.py"
+
+
+def test_discover_and_find_share_one_precedence_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     renamed = write_profile(tmp_path / "profiles", "renamed", "file name differs", stem="other")
