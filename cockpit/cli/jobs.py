@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from cockpit.core.snapshots import ActorRow, JobRow
     from cockpit.core.targets import Target
 
+DRY_RUN_TIMEOUT = 5.0
+"""Seconds a dry run waits for one answer from the dashboard before it says it could not check."""
+
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("submit", help="submit a job from a profile")
@@ -33,7 +36,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument(
         "--dry-run",
         action="store_true",
-        help="print the request (secrets masked); submit nothing",
+        help="check against the target (read-only) and print the request (secrets masked); submit nothing",
     )
     p.add_argument("--follow", action="store_true", help="print the driver log until the job ends")
     p.add_argument("--force", action="store_true", help="submit even when a pre-flight check fails")
@@ -114,15 +117,34 @@ def submit(args: argparse.Namespace) -> int:
 
     profile = profiles.load(profiles.find(args.profile))
     overrides = parse_overrides(args.overrides)
-    if args.dry_run:
-        from cockpit.core.launch import plan
-
-        dry = plan(profile, overrides, None, at_submit=False)
-        print_checklist(dry.checks)
-        print(json.dumps(dry.request, indent=2, ensure_ascii=False))
-        return EXIT_OK
     target = parse_target(args.target)
+    if args.dry_run:
+        options = connect_options(args, timeout=DRY_RUN_TIMEOUT)
+        return asyncio.run(_dry_run(target, options, profile, overrides))
     return asyncio.run(_submit(target, connect_options(args), profile, overrides, args.force, args.follow))
+
+
+async def _dry_run(
+    target: Target, options: ConnectOptions, profile: Profile, overrides: tuple[Override, ...]
+) -> int:
+    """The checklist against the target's nodes (only GETs; none when it cannot be reached) and the
+    request, secrets masked. Nothing is submitted."""
+    from cockpit.core.connection import open_dashboard
+    from cockpit.core.errors import CockpitError
+    from cockpit.core.launch import plan
+
+    try:
+        async with open_dashboard(target, options) as client:
+            nodes = await client.nodes()
+        header = f"pre-flight for {profile.name} against {target.raw}:"
+    except CockpitError as exc:
+        nodes = None
+        header = f"pre-flight for {profile.name}: not checked against {target.raw}: {exc}"
+    dry = plan(profile, overrides, nodes, at_submit=False)
+    print(header, file=sys.stderr)
+    print_checklist(dry.checks)
+    print(json.dumps(dry.request, indent=2, ensure_ascii=False))
+    return EXIT_OK
 
 
 async def _submit(

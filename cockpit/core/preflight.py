@@ -69,7 +69,7 @@ def _shape_check(
     want_gpus = want_gpus or 0
     asked = f"{want_nodes} x {want_gpus} GPUs"
     if nodes is None:
-        return Check(name, "info", f"asks {asked} (not checked: no cluster)", key)
+        return Check(name, "info", f"asks {asked} (not checked against a cluster)", key)
     fits, have = _fits(nodes, want_nodes, want_gpus)
     return Check(name, "ok" if fits else "fail", f"asks {asked}; cluster has {have}", key)
 
