@@ -15,7 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from cockpit.core.profiles import MAX_UPLOAD_BYTES, Profile, ProfileError, render, secret_names
+from cockpit.core.overrides import Override
+from cockpit.core.profiles import (
+    MAX_UPLOAD_BYTES,
+    Profile,
+    ProfileError,
+    override_values,
+    render,
+    secret_names,
+)
 from cockpit.core.snapshots import NodeSnapshot
 
 Status = Literal["ok", "fail", "warn", "info"]
@@ -32,22 +40,6 @@ class Check:
     @property
     def blocking(self) -> bool:
         return self.status == "fail"
-
-
-def overrides_of(entrypoint: str) -> dict[str, str]:
-    """`key=value` items of a rendered entrypoint (quotes as written), later ones winning."""
-    import shlex
-
-    try:
-        words = shlex.split(entrypoint)
-    except ValueError:
-        words = entrypoint.split()
-    out: dict[str, str] = {}
-    for word in words:
-        key, sep, value = word.partition("=")
-        if sep and not key.startswith("-") and re.fullmatch(r"[+~]?[\w.,/-]+", key):
-            out[key.lstrip("+~")] = value
-    return out
 
 
 def _int(values: dict[str, str], key: str) -> int | None:
@@ -77,7 +69,7 @@ def _shape_check(
     want_gpus = want_gpus or 0
     asked = f"{want_nodes} x {want_gpus} GPUs"
     if nodes is None:
-        return Check(name, "info", f"asks {asked} (not checked: no cluster)", key)
+        return Check(name, "info", f"asks {asked} (not checked against a cluster)", key)
     fits, have = _fits(nodes, want_nodes, want_gpus)
     return Check(name, "ok" if fits else "fail", f"asks {asked}; cluster has {have}", key)
 
@@ -206,12 +198,14 @@ def _upload_check(profile: Profile) -> Check | None:
 
 def preflight(
     profile: Profile,
-    extra_overrides: Iterable[str] = (),
+    overrides: Iterable[Override | str] = (),
     nodes: Sequence[NodeSnapshot] | None = None,
     *,
     at_submit: bool = True,
 ) -> list[Check]:
-    """The checklist for submitting `profile` to a cluster with `nodes` (None: static checks only).
+    """The checklist for submitting `profile` with extra `overrides` (already split) to a cluster with
+    `nodes` (None: static checks only). The framework checks read the profile's overrides and then the
+    extra ones, later winning.
 
     With `at_submit`, a secret missing from this shell fails; otherwise (`profiles check`) it only warns,
     since secrets are read when the job is submitted.
@@ -230,12 +224,14 @@ def preflight(
         )
     elif secret_names(profile):
         checks.append(Check("secrets", "ok", f"{', '.join(secret_names(profile))} set (shown masked here)"))
+    extra = tuple(overrides)
     try:
-        entrypoint = render(profile, tuple(extra_overrides), mask=True, check_secrets=False)["entrypoint"]
+        render(profile, extra, mask=True, check_secrets=False)
+        values = override_values(profile, extra)
     except ProfileError as exc:
         checks.append(Check("profile", "fail", str(exc)))
         return checks
-    checks.extend(_framework_checks(profile, overrides_of(entrypoint), nodes))
+    checks.extend(_framework_checks(profile, values, nodes))
     upload = _upload_check(profile)
     if upload is not None:
         checks.append(upload)

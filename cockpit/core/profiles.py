@@ -8,13 +8,14 @@ the cluster and shown masked everywhere else. Errors name the file, the line and
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
 import shlex
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 import yaml
 
 from cockpit.core.errors import CockpitError
+from cockpit.core.overrides import Override, OverrideError, as_overrides, parse_override
 
 MASK = "••••••"
 MAX_UPLOAD_BYTES = 100 * 2**20
@@ -103,19 +105,57 @@ def search_path() -> list[Path]:
     return seen
 
 
+def _candidates() -> list[tuple[str, Path, Profile | ProfileError]]:
+    """Every profile file on the search path, loaded, under the name it claims; first claim wins.
+
+    The one precedence rule: `search_path()` order, then file name order in a directory. A file that
+    fails to load claims its file name (what `name:` defaults to), so a broken `./profiles/demo.yaml`
+    reports its error instead of silently handing over to the shipped `demo`.
+    """
+    claimed: dict[str, tuple[Path, Profile | ProfileError]] = {}
+    for directory in search_path():
+        for path in sorted(directory.glob("*.y*ml")):
+            loaded: Profile | ProfileError
+            try:
+                loaded = load(path)
+            except ProfileError as exc:
+                loaded = exc
+            name = loaded.name if isinstance(loaded, Profile) else path.stem
+            claimed.setdefault(name, (path, loaded))
+    return [(name, path, loaded) for name, (path, loaded) in claimed.items()]
+
+
+def discover() -> tuple[list[Profile], list[str]]:
+    """The profiles a name reaches (one per name, by `search_path()` precedence), and one line per file
+    that failed to load."""
+    found: list[Profile] = []
+    problems: list[str] = []
+    for _name, _path, loaded in _candidates():
+        if isinstance(loaded, Profile):
+            found.append(loaded)
+        else:
+            problems.append(str(loaded))
+    return found, problems
+
+
 def find(name_or_path: str) -> Path:
-    """The file of a profile given by name (`demo`) or path (`./my.yaml`)."""
+    """The file of a profile given by name (`demo`, as `discover` sees it) or path (`./my.yaml`).
+
+    Raises:
+        ProfileError: no such file or name; or the file that claims the name does not load.
+    """
     candidate = Path(name_or_path)
     if candidate.suffix in (".yaml", ".yml") or os.sep in name_or_path:
         if candidate.is_file():
             return candidate
         raise ProfileError(f"{name_or_path}: no such profile file.")
-    for directory in search_path():
-        for suffix in (".yaml", ".yml"):
-            path = directory / f"{name_or_path}{suffix}"
-            if path.is_file():
-                return path
-    names = ", ".join(sorted(p.stem for d in search_path() for p in d.glob("*.y*ml"))) or "none"
+    candidates = _candidates()
+    for name, path, loaded in candidates:
+        if name == name_or_path:
+            if isinstance(loaded, ProfileError):
+                raise loaded
+            return path
+    names = ", ".join(sorted(name for name, _path, _loaded in candidates)) or "none"
     raise ProfileError(f"no profile named {name_or_path!r} (known: {names}).")
 
 
@@ -241,8 +281,10 @@ def load(path: Path) -> Profile:
         raise check.fail("entrypoint", "missing: give a command string or {module: ..., args: [...]}.")
     overrides = check.strings(doc.get("overrides"), "overrides")
     for index, item in enumerate(overrides):
-        if "=" not in item:
-            raise check.fail("overrides", f"{item!r} is not key=value.", _item_line(node, "overrides", index))
+        try:
+            parse_override(item)
+        except OverrideError as exc:
+            raise check.fail("overrides", str(exc), _item_line(node, "overrides", index)) from None
     runtime_env = check.mapping(doc.get("runtime_env"), "runtime_env", "env_vars, pip, py_executable, ...")
     for key in runtime_env:
         if key not in RUNTIME_ENV_KEYS:
@@ -359,22 +401,35 @@ def new_submission_id(profile_name: str) -> str:
     return f"{profile_name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
 
+def override_values(profile: Profile, overrides: Iterable[Override | str] = ()) -> dict[str, str]:
+    """Key -> value of the profile's overrides then `overrides`, later ones winning; variables resolved,
+    secrets masked (what the pre-flight checks read; nothing is parsed back out of an entrypoint)."""
+    found: dict[str, str] = {}
+    values: dict[str, str] = {}
+    for item in (*as_overrides(profile.overrides), *as_overrides(overrides)):
+        values[item.key] = _resolve(item.value, profile.cluster, found, mask=True, strict=False)
+    return values
+
+
 def render(
     profile: Profile,
-    extra_overrides: tuple[str, ...] = (),
+    overrides: Iterable[Override | str] = (),
     *,
     mask: bool = False,
     submission_id: str | None = None,
     check_secrets: bool = True,
 ) -> dict[str, Any]:
-    """The JobSubmitRequest for this profile.
+    """The JobSubmitRequest for this profile with extra `overrides` (split by `overrides.parse_overrides`).
 
     Profile overrides are appended to the entrypoint byte for byte as written (the job runs it through a
-    shell, as the launch guides do); extra overrides from the command line are shell-quoted when needed.
-    A `working_dir` that exists here is uploaded at submit (see `jobs.submit_profile`); any other path is
+    shell, as the launch guides do); extra overrides are appended as typed, shell-quoted when needed, and
+    recorded in the metadata (`cockpit_overrides`, a JSON list) so a resubmit keeps them.
+    A `working_dir` that exists here is uploaded at submit (see `launch.submit`); any other path is
     taken to be on the cluster's shared filesystem and the entrypoint runs there (`cd DIR && ...`).
     With `mask`, secrets appear as MASK (for display); without `check_secrets`, unset ones do too.
+    Strings among `overrides` are parsed here (the launcher screen's, until it goes through `launch.plan`).
     """
+    extra = as_overrides(overrides)
     found: dict[str, str] = {}
     shape = profile.cluster
 
@@ -388,7 +443,7 @@ def render(
         return value
 
     parts = [res(profile.entrypoint), *(res(o) for o in profile.overrides)]
-    parts += [shlex.quote(res(o)) for o in extra_overrides]
+    parts += [shlex.quote(res(o.text)) for o in extra]
     runtime_env = res(dict(profile.runtime_env))
     env_vars = {str(k): str(v) for k, v in (runtime_env.get("env_vars") or {}).items()}
     if profile.post_mortem:
@@ -406,7 +461,11 @@ def render(
     request: dict[str, Any] = {
         "entrypoint": entrypoint,
         "submission_id": submission_id or new_submission_id(profile.name),
-        "metadata": {**{k: res(v) for k, v in profile.metadata.items()}, "cockpit_profile": profile.name},
+        "metadata": {
+            **{k: res(v) for k, v in profile.metadata.items()},
+            "cockpit_profile": profile.name,
+            "cockpit_overrides": json.dumps([o.text for o in extra]),
+        },
     }
     if runtime_env:
         request["runtime_env"] = runtime_env

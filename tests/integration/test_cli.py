@@ -103,3 +103,27 @@ def test_stop_from_the_command_line(ray_cluster: ClusterHandle) -> None:
     submission_id = submitted.stdout.split()[-1]
     stopped = cockpit("stop", "local", submission_id)
     assert stopped.returncode == 0 and f"{submission_id}: stop requested" in stopped.stdout
+
+
+def test_submit_dry_run_checks_the_shape_against_the_target_and_submits_nothing(
+    ray_cluster: ClusterHandle,
+) -> None:
+    result = cockpit("submit", "local", "demo", "steps=2", "--dry-run")
+    assert result.returncode == 0, result.stderr
+    alive = json.loads(cockpit("status", "local", "--json").stdout)["alive_nodes"]
+    assert "pre-flight for demo against local:" in result.stderr
+    assert f"✔ cluster shape: asks 3 x 2 GPUs; cluster has {alive} alive node(s)" in result.stderr
+    assert "not checked" not in result.stderr
+    request = json.loads(result.stdout)
+    jobs = json.loads(cockpit("jobs", "local", "--json").stdout)
+    assert request["submission_id"] not in {j["submission_id"] for j in jobs}
+
+
+def test_submit_dry_run_on_an_unreachable_target_says_why_and_still_prints_the_request() -> None:
+    result = cockpit("submit", "http://127.0.0.1:1", "demo", "steps=2", "--dry-run")
+    assert result.returncode == 0, result.stderr
+    why = result.stderr.splitlines()[0]
+    assert why.startswith("pre-flight for demo: not checked against http://127.0.0.1:1: cannot reach")
+    assert "(not checked against a cluster)" in result.stderr
+    request = json.loads(result.stdout)
+    assert request["entrypoint"].endswith("cockpit.demo.trainer steps=2")

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.core.jobs import submit_request
+from cockpit.core.launch import submit_request
+from cockpit.core.local import record
+from cockpit.core.ray_api import DashboardClient
 from tests.harness.cluster import ClusterHandle
 from tests.harness.run import run_cockpit
 
@@ -89,3 +91,55 @@ async def test_working_dir_is_uploaded_without_git(ray_cluster: ClusterHandle, t
     result = cockpit("submit", "local", str(profile), "--follow", timeout=120)
     assert result.returncode == 0, result.stderr
     assert "files: ['train.py']" in result.stdout
+
+
+def test_submit_records_the_overrides_so_a_resubmit_keeps_them(
+    ray_cluster: ClusterHandle, tmp_path: Path
+) -> None:
+    profile = tmp_path / "quick.yaml"
+    profile.write_text("name: quick\nentrypoint: ${python} -c 'print(1)'\n")
+    result = cockpit("submit", "local", str(profile), "k=v", "+trainer.x='a b'")
+    assert result.returncode == 0, result.stderr
+    submission_id = result.stdout.split()[-1]
+    jobs = json.loads(cockpit("jobs", "local", "--json").stdout)
+    job = next(j for j in jobs if j["submission_id"] == submission_id)
+    # What the Jobs screen's resubmit reads back into the launcher.
+    assert json.loads(job["metadata"]["cockpit_overrides"]) == ["k=v", "+trainer.x='a b'"]
+    assert job["metadata"]["cockpit_profile"] == "quick"
+
+
+class CountingClient(DashboardClient):
+    """The real dashboard client, counting the working_dir packages it uploads."""
+
+    uploads: list[str]
+
+    async def upload_package(self, name: str, data: bytes) -> None:
+        self.uploads = [*getattr(self, "uploads", []), name]
+        await super().upload_package(name, data)
+
+
+async def test_the_demo_submit_uploads_once_and_never_submits_twice(
+    ray_cluster: ClusterHandle, tmp_path: Path
+) -> None:
+    from cockpit.cli.tui import submit_demo_job
+    from cockpit.core import profiles
+
+    code = tmp_path / "code"
+    code.mkdir()
+    # Content unique to this run: the package is named by its content, and the session cluster keeps it.
+    (code / "train.py").write_text(f"print('run {tmp_path.name} {os.getpid()}')\n")
+    path = tmp_path / "wd.yaml"
+    path.write_text(f"name: wd\nentrypoint: python3 train.py\nworking_dir: {code}\n")
+    profile = profiles.load(path)
+    submission_id = profiles.new_submission_id("wd")
+    token = record.cluster_token(ray_cluster.state_dir)
+    async with CountingClient(ray_cluster.url, token=token) as client:
+        first = await submit_demo_job(client, profile, submission_id)
+        # The same launch again (a retry after a lost answer): found, neither uploaded nor submitted again.
+        second = await submit_demo_job(client, profile, submission_id)
+        package = client.uploads[0]
+        assert await client.package_exists(package)
+        jobs = [j for j in await client.jobs() if j.submission_id == submission_id]
+    assert first == second == submission_id
+    assert client.uploads == [package] and len(jobs) == 1
+    assert jobs[0].metadata["cockpit_profile"] == "wd"

@@ -87,13 +87,12 @@ async def test_launch_from_the_tui_runs_to_success_then_delete(ray_cluster: Clus
 
 
 async def test_stop_asks_first_then_the_job_ends_stopped(ray_cluster: ClusterHandle) -> None:
-    from cockpit.core import profiles
-    from cockpit.core.jobs import submit_request
+    from cockpit.core import launch, profiles
 
-    request = profiles.render(profiles.load(profiles.find("demo")), ("steps=1000",))
+    plan = launch.plan(profiles.load(profiles.find("demo")), launch.parse_overrides(["steps=1000"]))
     app = CockpitApp(parse_target("local"))
     async with app.run_test(size=(140, 40)) as pilot:
-        job_id = await submit_request(await app.dashboard(), request)
+        job_id = await launch.submit(await app.dashboard(), plan)
         await pilot.press("4")
         await until(pilot, lambda: status_of(app, job_id) in ("PENDING", "RUNNING"), timeout=30)
         select(app, job_id)

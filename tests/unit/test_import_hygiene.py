@@ -10,7 +10,9 @@ import json
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
+import cockpit
 import cockpit.core
 
 
@@ -52,9 +54,22 @@ def test_status_help_imports_no_ray_and_no_textual() -> None:
     assert not any(m.startswith("textual") for m in loaded)
 
 
+def test_every_command_module_imports_no_ray_no_textual_no_asyncssh() -> None:
+    cli = Path(cockpit.__file__).parent / "cli"
+    names = sorted(p.stem for p in cli.glob("*.py") if p.stem != "__main__")
+    assert {"common", "cluster", "jobs", "profiles", "tui", "gpu"} <= set(names)
+    loaded = modules_after("\n".join(f"import cockpit.cli.{n}" for n in names if n != "__init__"))
+    assert "ray" not in loaded and "asyncssh" not in loaded
+    assert not any(m == "textual" or m.startswith("textual.") for m in loaded)
+
+
 def test_status_command_path_imports_no_ray() -> None:
-    loaded = modules_after("import cockpit.commands")
-    assert "cockpit.commands" in loaded and "ray" not in loaded
+    # The real `cockpit status` run to its end (nothing listens on port 1: exit 1, one line).
+    code = "from cockpit import cli\nassert cli.main(['status', 'http://127.0.0.1:1']) == 1"
+    loaded = modules_after(code)
+    assert "cockpit.cli.cluster" in loaded and "cockpit.core.ray_api" in loaded
+    assert "ray" not in loaded
+    assert not any(m.startswith("textual") for m in loaded)
     # asyncssh (~100 ms, ~15 MiB) loads only when a target is an SSH destination.
     assert "asyncssh" not in loaded
 

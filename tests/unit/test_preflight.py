@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from cockpit.core import profiles
-from cockpit.core.preflight import overrides_of, placement_check, preflight
+from cockpit.core.overrides import parse_overrides
+from cockpit.core.preflight import placement_check, preflight
 from cockpit.core.snapshots import NodeSnapshot
 
 
@@ -56,7 +57,7 @@ def test_verl_shape_overrides_against_the_cluster(tmp_path: Path) -> None:
     )
     assert by_name(preflight(p, (), nodes(2, 8)), "verl").status == "ok"
     # A command-line override asking for more nodes than alive blocks the submit.
-    too_big = by_name(preflight(p, ("trainer.nnodes=4",), nodes(2, 8)), "verl")
+    too_big = by_name(preflight(p, parse_overrides(["trainer.nnodes=4"]), nodes(2, 8)), "verl")
     assert too_big.blocking and too_big.key == "trainer.nnodes" and "asks 4 x 8 GPUs" in too_big.detail
 
 
@@ -119,8 +120,14 @@ def test_upload_size_and_git_left_out(tmp_path: Path) -> None:
     assert profiles.render(in_place)["entrypoint"] == "cd /shared/not/here && python3 train.py"
 
 
-def test_overrides_of_keeps_quotes_as_written() -> None:
-    values = overrides_of(
-        "python3 -m verl.trainer.main_ppo trainer.nnodes=2 trainer.logger='[\"console\"]' +x.y=1"
+def test_checks_read_split_overrides_later_winning_quotes_as_written(tmp_path: Path) -> None:
+    p = profile(
+        tmp_path,
+        "framework: verl\nentrypoint: python3 -m verl.trainer.main_ppo\n"
+        "cluster: {nodes: 2, gpus_per_node: 8}\n"
+        "overrides:\n  - trainer.nnodes=${cluster.nodes}\n  - trainer.logger='[\"console\"]'\n",
     )
-    assert values["trainer.nnodes"] == "2" and values["x.y"] == "1"
+    extra = parse_overrides(["+x.y=1", "trainer.nnodes=3"])
+    values = profiles.override_values(p, extra)
+    assert values == {"trainer.nnodes": "3", "trainer.logger": "'[\"console\"]'", "x.y": "1"}
+    assert profiles.override_values(p)["trainer.nnodes"] == "2"

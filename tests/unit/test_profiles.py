@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from cockpit.core import profiles
+from cockpit.core.overrides import parse_overrides
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -47,7 +48,8 @@ def test_overrides_kept_as_written(tmp_path: Path) -> None:
         "entrypoint: python3 -m verl.trainer.main_ppo\ncluster: {nodes: 2, gpus_per_node: 8}\n"
         'overrides:\n  - trainer.nnodes=${cluster.nodes}\n  - trainer.logger=\'["console","wandb"]\'\n',
     )
-    entry = profiles.render(profiles.load(path), ("data.train_batch_size=256",))["entrypoint"]
+    extra = parse_overrides(["data.train_batch_size=256"])
+    entry = profiles.render(profiles.load(path), extra)["entrypoint"]
     assert "trainer.nnodes=2" in entry
     assert "data.train_batch_size=256" in entry
     assert "trainer.logger=" in entry and "wandb" in entry
@@ -60,7 +62,7 @@ def test_overrides_kept_as_written(tmp_path: Path) -> None:
         ("name: n\n", "entrypoint: missing"),
         ("entrypoint: x\ncluster: {nodes: many}\n", ":2: cluster.nodes: must be a whole number, not 'many'"),
         ("entrypoint: x\ncluster:\n  nodes: 2\n  gpu_per_node: 8\n", ":4: cluster.gpu_per_node: unknown key"),
-        ("entrypoint: x\noverrides:\n  - a=1\n  - oops\n", ":4: overrides: 'oops' is not key=value"),
+        ("entrypoint: x\noverrides:\n  - a=1\n  - oops\n", ":4: overrides: 'oops' is not KEY=VALUE (e.g. "),
         ("entrypoint: x\nruntime_env:\n  envvars: {}\n", ":3: runtime_env.envvars: not a runtime_env field"),
         ("entrypoint: x\ntags: demo\n", ":2: tags: must be a list, not a string"),
         ("entrypoint: x\nframework: deepspeed\n", ":2: framework: unknown framework 'deepspeed'"),
@@ -144,7 +146,7 @@ def test_rlinf_placements_are_checked() -> None:
         checks = preflight(profiles.load(profiles.find(name)), (), None, at_submit=False)
         placement = next(c for c in checks if c.name == "RLinf placement")
         assert placement.status == "ok" and "cover GPUs 0-31" in placement.detail
-    overlapping = ("cluster.component_placement.inference=18-23",)
+    overlapping = parse_overrides(["cluster.component_placement.inference=18-23"])
     checks = preflight(profiles.load(profiles.find("rlinf-math-grpo-disaggregated-4x8")), overlapping, None)
     assert next(c for c in checks if c.name == "RLinf placement").blocking
 

@@ -1,0 +1,279 @@
+"""Provides `cockpit status`, `cockpit wait` (the join gate) and `cockpit local up | down | status`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from collections import Counter
+from contextlib import AsyncExitStack
+from typing import TYPE_CHECKING, Any
+
+from cockpit.cli.common import EXIT_FAIL, EXIT_OK, EXIT_TIMEOUT, add_connect_options, connect_options, err
+
+if TYPE_CHECKING:
+    from cockpit.core.connection import ConnectOptions
+    from cockpit.core.join import JoinProgress
+    from cockpit.core.snapshots import NodeSnapshot
+    from cockpit.core.targets import Target
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("local", help="a real multi-node Ray cluster on this machine")
+    local = p.add_subparsers(dest="local_command", metavar="ACTION", required=True)
+    p = local.add_parser("up", help="start the cluster")
+    p.add_argument("--nodes", type=int, default=3)
+    p.add_argument("--gpus-per-node", type=int, default=2, help="logical GPUs per node")
+    p.add_argument("--cpus-per-node", type=int, default=2, help="logical CPUs per node")
+    p.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="no token auth (by default a random token guards it; without, anyone here can submit jobs)",
+    )
+    p.set_defaults(handler=local_up)
+    local.add_parser("down", help="stop it; no Ray process is left").set_defaults(handler=local_down)
+    local.add_parser("status", help="its nodes and dashboard address").set_defaults(handler=local_status)
+
+    p = sub.add_parser("status", help="one-shot cluster summary")
+    add_connect_options(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=status)
+
+    p = sub.add_parser("wait", help="wait until the cluster has N nodes (and G GPUs)")
+    add_connect_options(p)
+    p.add_argument("--nodes", type=int, required=True, metavar="N")
+    p.add_argument("--gpus", type=float, metavar="G")
+    p.add_argument(
+        "--timeout", type=float, default=600.0, metavar="S", help="seconds (default 600); exit 3 after"
+    )
+    p.add_argument("--interval", type=float, default=2.0, metavar="S", help=argparse.SUPPRESS)
+    p.set_defaults(handler=wait)
+
+
+# -- local ---------------------------------------------------------------------------------------
+
+
+def local_up(args: argparse.Namespace) -> int:
+    from cockpit.core.local import processes, record
+
+    cluster = processes.up(
+        args.nodes,
+        args.gpus_per_node,
+        args.cpus_per_node,
+        auth=not args.no_auth,
+        progress=lambda m: print(m, file=sys.stderr),
+    )
+    print(f"local cluster up: {len(cluster.nodes)} nodes, dashboard {cluster.dashboard_url}")
+    if cluster.auth_token:
+        print(f"token auth on: the cockpit reads the token from {record.token_file()}")
+    else:
+        print("token auth OFF: anyone on this machine can submit jobs to it")
+    print("use it as TARGET `local`, e.g. `cockpit connect local`; stop it with `cockpit local down`")
+    return EXIT_OK
+
+
+def local_down(args: argparse.Namespace) -> int:
+    from cockpit.core.local import processes
+
+    if processes.down():
+        print("local cluster stopped")
+    else:
+        print("no local cluster was running")
+    return EXIT_OK
+
+
+def local_status(args: argparse.Namespace) -> int:
+    from cockpit.core.connection import ConnectOptions
+    from cockpit.core.local import processes, record
+    from cockpit.core.targets import Target
+
+    running = record.load()
+    if running is None or not processes.is_running(running):
+        err("no local cluster is running: start one with `cockpit local up`.")
+        return EXIT_FAIL
+    print(f"dashboard: {running.dashboard_url}")
+    print(f"gcs:       {running.gcs_address}")
+    print_nodes(asyncio.run(fetch_nodes(Target(kind="local", raw="local"), ConnectOptions())))
+    return EXIT_OK
+
+
+# -- status --------------------------------------------------------------------------------------
+
+
+async def fetch_nodes(target: Target, options: ConnectOptions) -> tuple[NodeSnapshot, ...]:
+    from cockpit.core.connection import open_dashboard
+
+    async with open_dashboard(target, options) as client:
+        return await client.nodes(fresh=True)
+
+
+def print_nodes(nodes: tuple[NodeSnapshot, ...]) -> None:
+    from cockpit.core.units import ago, human_bytes, percent
+
+    now = time.time()
+    header = f"{'NODE':10} {'HOST':16} {'IP':15} {'STATE':6} {'CPU':>5} {'MEMORY':>21} {'GPUS':>4}  JOINED"
+    print(header)
+    for node in nodes:
+        mem = f"{human_bytes(node.mem_used_bytes)}/{human_bytes(node.mem_total_bytes)}"
+        joined = ago(now - node.start_time) if node.start_time else "?"
+        head = "*" if node.is_head else " "
+        line = (
+            f"{node.node_id[:8]}{head} {node.hostname[:16]:16} {node.ip:15} {node.state:6} "
+            f"{percent(node.cpu_percent):>5} {mem:>21} {node.logical_gpus:>4g}  {joined}"
+        )
+        if not node.alive:
+            line += f"  ({node.state_message or 'no reason given'})"
+        print(line)
+
+
+def _node_json(node: NodeSnapshot) -> dict[str, Any]:
+    from cockpit.core.snapshots import NA
+
+    def num(value: object) -> object:
+        return None if value is NA else value
+
+    return {
+        "node_id": node.node_id,
+        "hostname": node.hostname,
+        "ip": node.ip,
+        "is_head": node.is_head,
+        "state": node.state,
+        "state_message": node.state_message,
+        "gpus": node.logical_gpus,
+        "gpu_telemetry": len(node.gpus),
+        "cpus": node.logical_cpus,
+        "cpu_percent": num(node.cpu_percent),
+        "mem_used_bytes": num(node.mem_used_bytes),
+        "mem_total_bytes": num(node.mem_total_bytes),
+        "start_time": node.start_time,
+        "end_time": node.end_time,
+    }
+
+
+def status(args: argparse.Namespace) -> int:
+    from cockpit.core.targets import parse_target
+
+    target = parse_target(args.target)
+    return asyncio.run(_status(target, connect_options(args), args.json))
+
+
+async def _status(target: Target, options: ConnectOptions, as_json: bool) -> int:
+    from cockpit.core.connection import open_dashboard
+    from cockpit.core.join import JoinProgress
+    from cockpit.core.snapshots import NA
+
+    async with open_dashboard(target, options) as client:
+        info, nodes, jobs = await asyncio.gather(
+            client.cluster_info(), client.nodes(fresh=True), client.jobs()
+        )
+        url = client.display_url
+    progress = JoinProgress.of(nodes)
+    job_counts = Counter(job.status for job in jobs)
+    if as_json:
+        doc = {
+            "target": target.raw,
+            "dashboard": url,
+            "ray_version": info.ray_version,
+            "python_version": None if info.python_version is NA else info.python_version,
+            "session_name": info.session_name,
+            "alive_nodes": progress.alive_nodes,
+            "dead_nodes": len(progress.dead),
+            "gpus": progress.alive_gpus,
+            "nodes": [_node_json(n) for n in nodes],
+            "jobs": dict(job_counts),
+        }
+        print(json.dumps(doc, indent=2))
+        return EXIT_OK
+    print(f"{target.raw}  Ray {info.ray_version}  Python {info.python_version}  dashboard {url}")
+    print(progress.summary())
+    for line in progress.death_lines():
+        print(f"  {line}")
+    print_nodes(nodes)
+    if jobs:
+        print("jobs: " + ", ".join(f"{count} {status}" for status, count in sorted(job_counts.items())))
+    return EXIT_OK
+
+
+# -- wait: the join gate -------------------------------------------------------------------------
+
+
+def wait(args: argparse.Namespace) -> int:
+    from cockpit.core.targets import parse_target
+
+    target = parse_target(args.target)
+    return asyncio.run(
+        _wait(target, connect_options(args), args.nodes, args.gpus, args.timeout, args.interval)
+    )
+
+
+async def _wait(
+    target: Target, options: ConnectOptions, nodes: int, gpus: float | None, timeout: float, interval: float
+) -> int:
+    from cockpit.core.connection import open_dashboard
+    from cockpit.core.join import JoinProgress
+    from cockpit.core.ray_api import DashboardError
+    from cockpit.core.ssh.errors import SshError
+    from cockpit.core.units import duration
+
+    started = time.monotonic()
+    live = sys.stderr.isatty()
+    last_line = ""
+    progress: JoinProgress | None = None
+    problem = ""
+    async with AsyncExitStack() as stack:
+        client = None
+        while True:
+            try:
+                if client is None:
+                    # Over SSH the head's sshd may not be up yet either (the sbatch join gate): retry.
+                    client = await stack.enter_async_context(open_dashboard(target, options))
+                progress = JoinProgress.of(await client.nodes(), nodes, gpus)
+                problem = ""
+            except SshError as exc:
+                if exc.permanent:
+                    raise
+                problem = str(exc)
+            except DashboardError as exc:
+                # The head may still be starting: keep waiting, but say why nothing is counted.
+                problem = str(exc)
+            waited = time.monotonic() - started
+            line = f"[{duration(waited)}] " + (problem or (progress.summary() if progress else ""))
+            if live:
+                print(f"\r\x1b[K{line}", end="", file=sys.stderr, flush=True)
+            elif line.split("] ", 1)[1] != last_line.split("] ", 1)[-1]:
+                print(line, file=sys.stderr, flush=True)
+            last_line = line
+            if progress is not None and progress.ready and not problem:
+                if live:
+                    print(file=sys.stderr)
+                print(f"ready: {progress.summary()}")
+                return EXIT_OK
+            if waited >= timeout:
+                break
+            await asyncio.sleep(min(interval, max(0.1, timeout - waited)))
+    if live:
+        print(file=sys.stderr)
+    if progress is None:
+        err(f"timed out after {duration(timeout)}: {problem}")
+        return EXIT_TIMEOUT
+    _say_what_is_missing(progress, nodes, gpus, timeout)
+    return EXIT_TIMEOUT
+
+
+def _say_what_is_missing(progress: JoinProgress, nodes: int, gpus: float | None, timeout: float) -> None:
+    from cockpit.core.units import duration
+
+    missing = []
+    if progress.missing_nodes:
+        missing.append(f"{progress.missing_nodes} node{'s' if progress.missing_nodes != 1 else ''} missing")
+    if progress.missing_gpus:
+        missing.append(f"{progress.missing_gpus:g} GPU{'s' if progress.missing_gpus != 1 else ''} missing")
+    gpus_text = f", {progress.alive_gpus:g}/{gpus:g} GPUs" if gpus else ""
+    err(
+        f"timed out after {duration(timeout)}: {' and '.join(missing)} "
+        f"({progress.alive_nodes}/{nodes} nodes joined{gpus_text})"
+    )
+    for line in progress.death_lines():
+        print(f"  {line}", file=sys.stderr)

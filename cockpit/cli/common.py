@@ -1,0 +1,108 @@
+"""Provides what every command shares: the exit codes, the connect options, terminal prompts, `err`.
+
+Imports stay light (argparse only at module level) so that building the parser for `cockpit status
+--help` loads neither aiohttp, asyncssh, Ray nor Textual.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cockpit.core.connection import ConnectOptions
+    from cockpit.core.preflight import Check
+    from cockpit.core.ssh.errors import UnknownHostKey
+
+EXIT_OK = 0
+EXIT_FAIL = 1
+"""A failure, with a one-line reason on stderr."""
+EXIT_USAGE = 2
+"""A usage error (argparse's own code)."""
+EXIT_TIMEOUT = 3
+EXIT_STUCK = 4
+"""Something is stuck (`actors --pending`)."""
+EXIT_HANG = 5
+"""A hang was seen (`watch`)."""
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+
+
+def err(message: str) -> None:
+    """One line on stderr, as every failure is reported."""
+    print(f"cockpit: {message}", file=sys.stderr)
+
+
+def add_connect_options(parser: argparse.ArgumentParser) -> None:
+    """TARGET and the options every TARGET-taking command shares."""
+    parser.add_argument("target", metavar="TARGET", help="local | http://HOST:PORT | SSH destination")
+    parser.add_argument("--ssh-config", metavar="FILE", help="OpenSSH client config (like ssh -F)")
+    parser.add_argument(
+        "--dashboard-port", type=int, default=8265, help="dashboard port on the head (default 8265)"
+    )
+    parser.add_argument(
+        "--token-file", metavar="FILE", help="Ray auth token (else RAY_AUTH_TOKEN, ~/.ray/auth_token)"
+    )
+    parser.add_argument(
+        "--accept-new",
+        action="store_true",
+        help="accept and record an unknown SSH host key (never a changed one)",
+    )
+    parser.add_argument(
+        "--expose-port",
+        type=int,
+        metavar="PORT",
+        help="also forward the dashboard to 127.0.0.1:PORT (0 picks one); anyone on this machine can use it",
+    )
+
+
+def connect_options(
+    args: argparse.Namespace, interactive: bool | None = None, timeout: float | None = None
+) -> ConnectOptions:
+    """Connect options from the common flags; prompts only when a person is at the terminal.
+
+    `timeout`: seconds for one dashboard request (default: ConnectOptions' own).
+    """
+    from cockpit.core.connection import ConnectOptions
+
+    if interactive is None:
+        interactive = sys.stdin.isatty() and sys.stderr.isatty()
+    options = ConnectOptions(
+        token_file=args.token_file,
+        dashboard_port=args.dashboard_port,
+        ssh_config=args.ssh_config,
+        accept_new=args.accept_new,
+        expose_port=args.expose_port,
+        confirm_host_key=confirm_host_key_on_terminal if interactive else None,
+        ask_passphrase=ask_passphrase_on_terminal if interactive else None,
+    )
+    return options if timeout is None else replace(options, timeout=timeout)
+
+
+async def confirm_host_key_on_terminal(unknown: UnknownHostKey) -> bool:
+    print(
+        f"The host key of {unknown.host} (port {unknown.port}) is not known:\n"
+        f"  {unknown.key.get_algorithm()} {unknown.fingerprint}\n"
+        f"Check it with the cluster's admins. Trust it and add it to {unknown.known_hosts}? [y/N] ",
+        end="",
+        file=sys.stderr,
+        flush=True,
+    )
+    answer = await asyncio.to_thread(sys.stdin.readline)
+    return answer.strip().lower() in ("y", "yes")
+
+
+async def ask_passphrase_on_terminal(prompt: str) -> str | None:
+    import getpass
+
+    return await asyncio.to_thread(getpass.getpass, f"{prompt}: ") or None
+
+
+def print_checklist(checks: tuple[Check, ...] | list[Check]) -> None:
+    """The pre-flight checklist on stderr, one mark per check."""
+    marks = {"ok": "✔", "fail": "✘", "warn": "!", "info": "·"}
+    for check in checks:
+        print(f"  {marks[check.status]} {check.name}: {check.detail}", file=sys.stderr)

@@ -1,0 +1,294 @@
+"""Provides `cockpit submit`, `cockpit jobs`, `cockpit stop` and `cockpit logs`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+import time
+from dataclasses import asdict
+from typing import TYPE_CHECKING
+
+from cockpit.cli.common import EXIT_FAIL, EXIT_OK, add_connect_options, connect_options, err, print_checklist
+
+if TYPE_CHECKING:
+    from cockpit.core.connection import ConnectOptions
+    from cockpit.core.launch import LaunchPlan
+    from cockpit.core.overrides import Override
+    from cockpit.core.profiles import Profile
+    from cockpit.core.ray_api import DashboardClient
+    from cockpit.core.snapshots import ActorRow, JobRow
+    from cockpit.core.targets import Target
+
+DRY_RUN_TIMEOUT = 5.0
+"""Seconds a dry run waits for one answer from the dashboard before it says it could not check."""
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("submit", help="submit a job from a profile")
+    add_connect_options(p)
+    p.add_argument("profile", metavar="PROFILE", help="profile name or path")
+    p.add_argument(
+        "overrides", nargs="*", metavar="KEY=VALUE", help="extra overrides appended to the entrypoint"
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check against the target (read-only) and print the request (secrets masked); submit nothing",
+    )
+    p.add_argument("--follow", action="store_true", help="print the driver log until the job ends")
+    p.add_argument("--force", action="store_true", help="submit even when a pre-flight check fails")
+    p.set_defaults(handler=submit)
+
+    p = sub.add_parser("jobs", help="list jobs")
+    add_connect_options(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=jobs)
+
+    p = sub.add_parser("stop", help="stop a job")
+    add_connect_options(p)
+    p.add_argument("job", metavar="JOB", help="submission id")
+    p.set_defaults(handler=stop)
+
+    p = sub.add_parser("logs", help="print or follow a driver, actor or node log")
+    add_connect_options(p)
+    p.add_argument("job", nargs="?", metavar="JOB", help="submission id: the job's driver log")
+    p.add_argument("--actor", metavar="ID", help="an actor's output (actor id or name)")
+    p.add_argument("--err", action="store_true", help="with --actor: stderr instead of stdout")
+    p.add_argument("--node", metavar="ID", help="a node (id or unique prefix), with --file")
+    p.add_argument("--file", metavar="NAME", help="a log file of --node (e.g. raylet.out)")
+    p.add_argument(
+        "--follow", "-f", action="store_true", help="keep printing (a job's log ends with the job)"
+    )
+    p.add_argument("--lines", "-n", type=int, default=1000, metavar="N", help="start with the last N lines")
+    p.set_defaults(handler=logs)
+
+
+# -- jobs / stop ---------------------------------------------------------------------------------
+
+
+def jobs(args: argparse.Namespace) -> int:
+    from cockpit.core.connection import open_dashboard
+    from cockpit.core.targets import parse_target
+    from cockpit.core.units import ago
+
+    target = parse_target(args.target)
+
+    async def run() -> int:
+        async with open_dashboard(target, connect_options(args)) as client:
+            rows = await client.jobs()
+        if args.json:
+            print(json.dumps([asdict(job) for job in rows], indent=2, default=dict))
+            return EXIT_OK
+        now = time.time()
+        print(f"{'JOB':32} {'STATUS':10} {'STARTED':>12}  ENTRYPOINT")
+        for job in rows:
+            started = ago(now - job.start_time) if job.start_time else "-"
+            print(f"{job.key[:32]:32} {job.status:10} {started:>12}  {job.entrypoint[:80]}")
+        return EXIT_OK
+
+    return asyncio.run(run())
+
+
+def stop(args: argparse.Namespace) -> int:
+    from cockpit.core.connection import open_dashboard
+    from cockpit.core.targets import parse_target
+
+    target = parse_target(args.target)
+
+    async def run() -> int:
+        async with open_dashboard(target, connect_options(args)) as client:
+            stopped = await client.stop_job(args.job)
+        print(f"{args.job}: {'stop requested' if stopped else 'already finished'}")
+        return EXIT_OK
+
+    return asyncio.run(run())
+
+
+# -- submit --------------------------------------------------------------------------------------
+
+
+def submit(args: argparse.Namespace) -> int:
+    from cockpit.core import profiles
+    from cockpit.core.launch import parse_overrides
+    from cockpit.core.targets import parse_target
+
+    profile = profiles.load(profiles.find(args.profile))
+    overrides = parse_overrides(args.overrides)
+    target = parse_target(args.target)
+    if args.dry_run:
+        options = connect_options(args, timeout=DRY_RUN_TIMEOUT)
+        return asyncio.run(_dry_run(target, options, profile, overrides))
+    return asyncio.run(_submit(target, connect_options(args), profile, overrides, args.force, args.follow))
+
+
+async def _dry_run(
+    target: Target, options: ConnectOptions, profile: Profile, overrides: tuple[Override, ...]
+) -> int:
+    """The checklist against the target's nodes (only GETs; none when it cannot be reached) and the
+    request, secrets masked. Nothing is submitted."""
+    from cockpit.core.connection import open_dashboard
+    from cockpit.core.errors import CockpitError
+    from cockpit.core.launch import plan
+
+    try:
+        async with open_dashboard(target, options) as client:
+            nodes = await client.nodes()
+        header = f"pre-flight for {profile.name} against {target.raw}:"
+    except CockpitError as exc:
+        nodes = None
+        header = f"pre-flight for {profile.name}: not checked against {target.raw}: {exc}"
+    dry = plan(profile, overrides, nodes, at_submit=False)
+    print(header, file=sys.stderr)
+    print_checklist(dry.checks)
+    print(json.dumps(dry.request, indent=2, ensure_ascii=False))
+    return EXIT_OK
+
+
+async def _submit(
+    target: Target,
+    options: ConnectOptions,
+    profile: Profile,
+    overrides: tuple[Override, ...],
+    force: bool,
+    follow: bool,
+) -> int:
+    from cockpit.core.connection import open_dashboard
+    from cockpit.core.launch import LaunchBlocked, plan, submit
+
+    async with open_dashboard(target, options) as client:
+        launch: LaunchPlan = plan(profile, overrides, await client.nodes())
+        print(f"pre-flight for {profile.name}:", file=sys.stderr)
+        print_checklist(launch.checks)
+        try:
+            submission_id = await submit(client, launch, force=force)
+        except LaunchBlocked as exc:
+            err(f"not submitted: {exc} (fix it, or pass --force)")
+            return EXIT_FAIL
+        print(f"submitted {submission_id}")
+        if not follow:
+            return EXIT_OK
+        return await follow_job(client, submission_id)
+
+
+async def follow_job(client: DashboardClient, submission_id: str, lines: int = -1) -> int:
+    """Stream the driver log until the job ends; exit 0 only if it SUCCEEDED.
+
+    One log stream is held (it counts against the dashboard's request limit); when it drops it resumes
+    with no line lost or repeated (LogTail). The end is read from the file once the job is over.
+    """
+    from cockpit.core.log_sources import LogSource, LogTail
+    from cockpit.core.ray_api import DashboardError
+
+    out = sys.stdout.buffer
+    job = await _job_when_driver_starts(client, submission_id)
+    if job.driver_node_id:
+        tail = LogTail(client, LogSource.driver(job), lines=lines, on_event=lambda m: err(m))
+        done = asyncio.Event()
+
+        async def watch_status() -> None:
+            nonlocal job
+            while not job.terminal:
+                await asyncio.sleep(2.0)
+                with contextlib.suppress(DashboardError):
+                    job = await client.job(submission_id)
+            done.set()
+
+        async def stream() -> None:
+            async for chunk in tail.chunks():
+                out.write(chunk)
+                out.flush()
+
+        streamer = asyncio.ensure_future(stream())
+        watcher = asyncio.ensure_future(watch_status())
+        await asyncio.wait({streamer, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        streamer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await streamer
+        if streamer.done() and not streamer.cancelled() and streamer.exception() is not None:
+            watcher.cancel()
+            raise streamer.exception()  # type: ignore[misc]
+        await watcher
+        # The stream polls the file about once a second: deliver what it had not sent yet.
+        out.write(await tail.remainder())
+        out.flush()
+    if job.status == "SUCCEEDED":
+        print(f"{submission_id}: SUCCEEDED")
+        return EXIT_OK
+    message = " ".join(job.message.split())[:500] or "no message"
+    err(f"job {submission_id} {job.status}: {message}")
+    return EXIT_FAIL
+
+
+async def _job_when_driver_starts(client: DashboardClient, submission_id: str) -> JobRow:
+    while True:
+        job = await client.job(submission_id)
+        if job.driver_node_id or job.terminal:
+            return job
+        await asyncio.sleep(1.0)
+
+
+# -- logs ----------------------------------------------------------------------------------------
+
+
+def logs(args: argparse.Namespace) -> int:
+    from cockpit.core.connection import open_dashboard
+    from cockpit.core.errors import CockpitError
+    from cockpit.core.targets import parse_target
+
+    chosen = [bool(args.job), bool(args.actor), bool(args.node or args.file)]
+    if sum(chosen) != 1:
+        raise CockpitError("give exactly one of JOB, --actor ID, or --node ID --file NAME.")
+    if (args.node is None) != (args.file is None):
+        raise CockpitError("--node and --file go together (e.g. --node 3f2a --file raylet.out).")
+    target = parse_target(args.target)
+
+    async def run() -> int:
+        from cockpit.core.log_sources import LogSource, LogTail
+
+        async with open_dashboard(target, connect_options(args)) as client:
+            if args.job:
+                job = await client.job(args.job)
+                if args.follow:
+                    return await follow_job(client, job.key, lines=args.lines)
+                if not job.driver_node_id:
+                    raise CockpitError(f"{job.key} has no driver log yet ({job.status}).")
+                source = LogSource.driver(job)
+            elif args.actor:
+                source = LogSource.actor(await _find_actor(client, args.actor), "err" if args.err else "out")
+            else:
+                source = LogSource.file(await _find_node(client, args.node), args.file)
+            if not args.follow:
+                sys.stdout.buffer.write(await client.log_bytes(source.params(), lines=args.lines))
+                sys.stdout.flush()
+                return EXIT_OK
+            async for chunk in LogTail(client, source, lines=args.lines, on_event=err).chunks():
+                sys.stdout.buffer.write(chunk)
+                sys.stdout.flush()
+        return EXIT_OK
+
+    return asyncio.run(run())
+
+
+async def _find_actor(client: DashboardClient, wanted: str) -> ActorRow:
+    from cockpit.core.errors import CockpitError
+
+    column = "actor_id" if len(wanted) == 32 and all(c in "0123456789abcdef" for c in wanted) else "name"
+    rows = (await client.actors(filters=[(column, "=", wanted)], limit=10)).rows
+    if not rows:
+        raise CockpitError(f"no actor with {'id' if column == 'actor_id' else 'name'} {wanted!r}.")
+    alive = [a for a in rows if a.state == "ALIVE"]
+    return (alive or list(rows))[0]
+
+
+async def _find_node(client: DashboardClient, wanted: str) -> str:
+    from cockpit.core.errors import CockpitError
+
+    rows = (await client.node_table()).rows
+    matches = [n.node_id for n in rows if n.node_id.startswith(wanted)]
+    if len(matches) != 1:
+        known = ", ".join(n.node_id[:8] for n in rows)
+        raise CockpitError(f"{wanted!r} matches {len(matches)} nodes (known: {known}).")
+    return str(matches[0])

@@ -1,0 +1,76 @@
+"""Provides `cockpit profiles list | show NAME | check [FILE ...]`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from cockpit.cli.common import EXIT_FAIL, EXIT_OK, err
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("profiles", help="saved job profiles")
+    actions = p.add_subparsers(dest="profiles_command", metavar="ACTION", required=True)
+    actions.add_parser(
+        "list",
+        help="profiles in ./profiles, ~/.config/ray-cockpit/profiles, then shipped (first of a name wins)",
+    ).set_defaults(handler=list_profiles)
+    p = actions.add_parser("show", help="a profile's job request, secrets masked")
+    p.add_argument("name", metavar="NAME")
+    p.set_defaults(handler=show)
+    p = actions.add_parser("check", help="validate profiles (all found, or the given files)")
+    p.add_argument("files", nargs="*", metavar="FILE")
+    p.set_defaults(handler=check)
+
+
+def list_profiles(args: argparse.Namespace) -> int:
+    from cockpit.core import profiles
+
+    found, problems = profiles.discover()
+    for profile in found:
+        shape = f"{profile.cluster.nodes}x{profile.cluster.gpus_per_node}"
+        print(f"{profile.name:36} {shape:>6}  {profile.description[:70]}")
+    for problem in problems:
+        print(f"(invalid) {problem}")
+    return EXIT_OK
+
+
+def show(args: argparse.Namespace) -> int:
+    from cockpit.core import profiles
+
+    profile = profiles.load(profiles.find(args.name))
+    print(json.dumps(profiles.render(profile, mask=True, check_secrets=False), indent=2, ensure_ascii=False))
+    return EXIT_OK
+
+
+def check(args: argparse.Namespace) -> int:
+    from cockpit.core import profiles
+    from cockpit.core.preflight import preflight
+
+    if args.files:
+        loaded: list[profiles.Profile | str] = []
+        for name in args.files:
+            path = profiles.find(name)
+            try:
+                loaded.append(profiles.load(path))
+            except profiles.ProfileError as exc:
+                loaded.append(str(exc))
+    else:
+        found, problems = profiles.discover()
+        loaded = [*found, *problems]
+    bad = 0
+    for item in loaded:
+        if isinstance(item, str):
+            print(f"✘ {item}")
+            bad += 1
+            continue
+        failed = [c for c in preflight(item, (), None, at_submit=False) if c.blocking]
+        if failed:
+            line = profiles.line_of_text(item.path, failed[0].key)
+            print(f"✘ {item.path}:{line}: {failed[0].name}: {failed[0].detail}")
+            bad += 1
+        else:
+            print(f"✔ {item.name} ({item.path})")
+    if bad:
+        err(f"{bad} of {len(loaded)} profile(s) have problems")
+    return EXIT_FAIL if bad else EXIT_OK

@@ -1,0 +1,100 @@
+"""Provides the commands that open the TUI: `cockpit connect` and `cockpit demo`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import TYPE_CHECKING
+
+from cockpit.cli.common import EXIT_OK, add_connect_options, connect_options
+
+if TYPE_CHECKING:
+    from cockpit.core.profiles import Profile
+    from cockpit.core.ray_api import DashboardClient
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("connect", help="open the cockpit on a cluster")
+    add_connect_options(p)
+    p.add_argument("--expect-nodes", type=int, metavar="N", help="nodes the job needs (join progress)")
+    p.add_argument("--expect-gpus", type=int, metavar="G", help="GPUs the job needs (join progress)")
+    p.add_argument("--layout", default="default", metavar="NAME", help="pane arrangement from layouts/")
+    p.set_defaults(handler=connect)
+
+    p = sub.add_parser("demo", help="start a local 3-node cluster, run the demo job, open the cockpit")
+    p.add_argument("--nodes", type=int, default=3)
+    p.add_argument("--gpus-per-node", type=int, default=2)
+    p.add_argument("--profile", default="demo", help="profile to submit (demo, demo-crash)")
+    p.add_argument("--keep", action="store_true", help="leave the cluster running on exit")
+    p.set_defaults(handler=demo)
+
+
+def connect(args: argparse.Namespace) -> int:
+    from cockpit.core.targets import parse_target
+
+    target = parse_target(args.target)
+    from cockpit.ui.app import CockpitApp
+
+    # The TUI asks its own questions (host key, passphrase) in dialogs, not on the terminal.
+    app = CockpitApp(
+        target,
+        connect_options(args, interactive=False),
+        expect_nodes=args.expect_nodes,
+        expect_gpus=args.expect_gpus,
+        layout=args.layout,
+    )
+    app.run()
+    return app.return_code or EXIT_OK
+
+
+async def submit_demo_job(client: DashboardClient, profile: Profile, submission_id: str | None = None) -> str:
+    """The demo's job, through the one launch path: the static checks (the cluster it just started is
+    not held to the profile's shape), a local working_dir uploaded once, no double submit, and the
+    profile recorded in the job's metadata. Returns the submission id.
+
+    Raises:
+        LaunchBlocked: a static check failed (a secret not set, an RLinf placement that does not add up).
+    """
+    from cockpit.core import launch
+
+    return await launch.submit(client, launch.plan(profile, submission_id=submission_id))
+
+
+def demo(args: argparse.Namespace) -> int:
+    from cockpit.core import profiles
+    from cockpit.core.connection import ConnectOptions, open_dashboard
+    from cockpit.core.local import processes, record
+    from cockpit.core.targets import Target
+
+    profile = profiles.load(profiles.find(args.profile))
+    existing = record.load()
+    started_here = existing is None or not processes.is_running(existing)
+    if started_here:
+        print(f"starting a local Ray cluster: {args.nodes} nodes x {args.gpus_per_node} logical GPUs ...")
+        processes.up(args.nodes, args.gpus_per_node, progress=lambda m: print(f"  {m}"))
+    else:
+        print("using the local cluster that is already running (it is left running on exit)")
+    try:
+        target = Target(kind="local", raw="local")
+
+        async def submit() -> str:
+            async with open_dashboard(target) as client:
+                return await submit_demo_job(client, profile)
+
+        submission_id = asyncio.run(submit())
+        print(f"submitted the {profile.name} job: {submission_id}")
+        from cockpit.ui.app import CockpitApp
+
+        app = CockpitApp(
+            target,
+            ConnectOptions(),
+            expect_nodes=args.nodes,
+            expect_gpus=args.nodes * args.gpus_per_node,
+            title_suffix="demo",
+        )
+        app.run()
+    finally:
+        if started_here and not args.keep:
+            print("stopping the local Ray cluster ...")
+            processes.down()
+    return EXIT_OK
