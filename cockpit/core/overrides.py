@@ -45,8 +45,3 @@ def parse_override(text: str) -> Override:
 def parse_overrides(texts: Iterable[str]) -> tuple[Override, ...]:
     """Every item parsed; the first bad one raises `OverrideError` (one line, shown as is)."""
     return tuple(parse_override(text) for text in texts)
-
-
-def as_overrides(items: Iterable[Override | str]) -> tuple[Override, ...]:
-    """Overrides as given, strings parsed (the launcher screen hands strings until it uses `launch.plan`)."""
-    return tuple(item if isinstance(item, Override) else parse_override(item) for item in items)

@@ -198,7 +198,7 @@ def _upload_check(profile: Profile) -> Check | None:
 
 def preflight(
     profile: Profile,
-    overrides: Iterable[Override | str] = (),
+    overrides: Iterable[Override] = (),
     nodes: Sequence[NodeSnapshot] | None = None,
     *,
     at_submit: bool = True,

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from cockpit.core.errors import CockpitError
-from cockpit.core.overrides import Override, OverrideError, as_overrides, parse_override
+from cockpit.core.overrides import Override, OverrideError, parse_override, parse_overrides
 
 MASK = "••••••"
 MAX_UPLOAD_BYTES = 100 * 2**20
@@ -401,19 +401,19 @@ def new_submission_id(profile_name: str) -> str:
     return f"{profile_name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
 
-def override_values(profile: Profile, overrides: Iterable[Override | str] = ()) -> dict[str, str]:
+def override_values(profile: Profile, overrides: Iterable[Override] = ()) -> dict[str, str]:
     """Key -> value of the profile's overrides then `overrides`, later ones winning; variables resolved,
     secrets masked (what the pre-flight checks read; nothing is parsed back out of an entrypoint)."""
     found: dict[str, str] = {}
     values: dict[str, str] = {}
-    for item in (*as_overrides(profile.overrides), *as_overrides(overrides)):
+    for item in (*parse_overrides(profile.overrides), *overrides):
         values[item.key] = _resolve(item.value, profile.cluster, found, mask=True, strict=False)
     return values
 
 
 def render(
     profile: Profile,
-    overrides: Iterable[Override | str] = (),
+    overrides: Iterable[Override] = (),
     *,
     mask: bool = False,
     submission_id: str | None = None,
@@ -427,9 +427,8 @@ def render(
     A `working_dir` that exists here is uploaded at submit (see `launch.submit`); any other path is
     taken to be on the cluster's shared filesystem and the entrypoint runs there (`cd DIR && ...`).
     With `mask`, secrets appear as MASK (for display); without `check_secrets`, unset ones do too.
-    Strings among `overrides` are parsed here (the launcher screen's, until it goes through `launch.plan`).
     """
-    extra = as_overrides(overrides)
+    extra = tuple(overrides)
     found: dict[str, str] = {}
     shape = profile.cluster
 

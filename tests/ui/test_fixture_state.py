@@ -25,6 +25,7 @@ from cockpit.ui.widgets.join_progress import JoinPanel
 from cockpit.ui.widgets.key_hints import KeyHints
 from cockpit.ui.widgets.node_table import NodeTable
 from cockpit.ui.widgets.status_bar import StatusBar
+from tests.harness.run import until
 
 SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "ray-2.60-samples"
 
@@ -93,3 +94,40 @@ async def test_cluster_jobs_and_gpu_screens_show_a_fixture_state() -> None:
 
     # Offline: no connection was ever opened.
     assert app.cluster_feed._connection is None
+
+
+async def test_the_launcher_refuses_a_malformed_override_with_the_clis_words() -> None:
+    from textual.widgets import Input
+
+    from cockpit.core import launch
+    from cockpit.ui.screens.launcher import LaunchScreen
+
+    try:
+        launch.parse_overrides(["steps=2", "oops"])
+    except launch.OverrideError as exc:
+        expected = str(exc)  # what `cockpit submit ... steps=2 oops` prints (tests/unit/test_launch.py)
+    else:
+        raise AssertionError("'oops' was taken for KEY=VALUE")
+    state = fixture_state()
+    app = CockpitApp(state.target, state=state, offline=True)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.press("4", "n")
+        await until(pilot, lambda: isinstance(app.screen, LaunchScreen))
+        launcher = app.screen
+        assert isinstance(launcher, LaunchScreen)
+        launcher.query_one("#filter", Input).value = "demo"
+        await pilot.pause()
+        launcher.query_one("#overrides", Input).value = "steps=2 oops"
+        await pilot.pause()
+        assert expected in str(launcher.query_one("#preview-text").render())
+        assert launcher.plan is None and launcher.problem == expected
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert isinstance(app.screen, LaunchScreen)  # not submitted, nothing lost: the field keeps its text
+        assert launcher.query_one("#overrides", Input).value == "steps=2 oops"
+        # Fixed, the preview is the plan's exact request (checked against the fixture's nodes).
+        launcher.query_one("#overrides", Input).value = "steps=2 step_seconds=0.1"
+        await pilot.pause()
+        assert launcher.plan is not None and launcher.plan.cluster_checked
+        assert launcher.plan.request["entrypoint"].endswith("steps=2 step_seconds=0.1")
+        assert "steps=2 step_seconds=0.1" in str(launcher.query_one("#preview-text").render())

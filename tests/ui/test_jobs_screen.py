@@ -13,7 +13,7 @@ from cockpit.ui.screens.launcher import LaunchScreen, fuzzy_score
 from cockpit.ui.screens.logs import LogsScreen
 from cockpit.ui.widgets.log_view import LogView
 from tests.harness.cluster import ClusterHandle
-from tests.harness.run import until
+from tests.harness.run import run_cockpit, until
 
 pytestmark = pytest.mark.cluster
 
@@ -106,3 +106,26 @@ async def test_stop_asks_first_then_the_job_ends_stopped(ray_cluster: ClusterHan
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")
         await until(pilot, lambda: status_of(app, job_id) == "STOPPED", timeout=60)
+
+
+async def test_a_job_submitted_from_the_cli_is_resubmitted_with_its_overrides(
+    ray_cluster: ClusterHandle,
+) -> None:
+    submitted = run_cockpit("submit", "local", "demo", "steps=2", "step_seconds=0.1", timeout=240)
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.split()[-1]
+    app = CockpitApp(parse_target("local"))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.press("4")
+        await until(pilot, lambda: status_of(app, job_id) != "", timeout=30)
+        select(app, job_id)
+        await pilot.press("r")
+        await until(pilot, lambda: isinstance(app.screen, LaunchScreen))
+        launcher = app.screen
+        assert isinstance(launcher, LaunchScreen)
+        assert launcher.query_one("#overrides", Input).value == "steps=2 step_seconds=0.1"
+        assert launcher.selected() is not None and launcher.selected().name == "demo"  # type: ignore[union-attr]
+        await pilot.pause()
+        assert launcher.plan is not None
+        assert [o.text for o in launcher.plan.overrides] == ["steps=2", "step_seconds=0.1"]
+        await pilot.press("escape")

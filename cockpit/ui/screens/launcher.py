@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import dataclass
 
 from rich.markup import escape
 from textual import events, on, work
@@ -15,9 +14,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from cockpit.core import profiles
+from cockpit.core import launch, profiles
 from cockpit.core.errors import CockpitError
-from cockpit.core.preflight import Check, preflight
 from cockpit.ui.state import CockpitHost, host_of
 
 MARKS = {"ok": "[green]✔[/]", "fail": "[red]✘[/]", "warn": "[yellow]![/]", "info": "[dim]·[/]"}
@@ -46,31 +44,6 @@ def arrows_move_list(event: events.Key, in_filter: bool, options: OptionList) ->
         event.stop()
 
 
-def discover_profiles() -> tuple[list[profiles.Profile], list[str]]:
-    """Every loadable profile on the search path, and one line per file that failed to load."""
-    found: list[profiles.Profile] = []
-    problems: list[str] = []
-    seen: set[str] = set()
-    for directory in profiles.search_path():
-        for path in sorted(directory.glob("*.y*ml")):
-            try:
-                profile = profiles.load(path)
-            except profiles.ProfileError as exc:
-                problems.append(str(exc))
-                continue
-            if profile.name not in seen:
-                seen.add(profile.name)
-                found.append(profile)
-    return found, problems
-
-
-@dataclass
-class LaunchRequest:
-    profile: profiles.Profile
-    overrides: tuple[str, ...]
-    force: bool
-
-
 class LaunchScreen(ModalScreen[str | None]):
     """Returns the submission id, or None when the user backs out."""
 
@@ -94,11 +67,14 @@ class LaunchScreen(ModalScreen[str | None]):
 
     def __init__(self, preselect: str | None = None, overrides: tuple[str, ...] = ()) -> None:
         super().__init__()
-        self.all_profiles, self.problems = discover_profiles()
+        self.all_profiles, self.problems = profiles.discover()
         self.preselect = preselect
         self.initial_overrides = overrides
         self.force = False
-        self.checks: list[Check] = []
+        self.plan: launch.LaunchPlan | None = None
+        """What Enter submits: the plan previewed last (its submission id too)."""
+        self.problem = ""
+        """Why nothing can be submitted as typed (a malformed override), in the CLI's words."""
 
     @property
     def host(self) -> CockpitHost:
@@ -157,38 +133,43 @@ class LaunchScreen(ModalScreen[str | None]):
         option_id = options.get_option_at_index(options.highlighted).id
         return next((p for p in self.all_profiles if p.name == option_id), None)
 
-    def extra_overrides(self) -> tuple[str, ...]:
+    def extra_overrides(self) -> tuple[launch.Override, ...]:
+        """The overrides field, split as a shell would and parsed once (the CLI's rules and messages).
+
+        Raises:
+            CockpitError: an unbalanced quote, or an item that is not KEY=VALUE.
+        """
         text = self.query_one("#overrides", Input).value
         try:
-            return tuple(shlex.split(text))
-        except ValueError:
-            return tuple(text.split())
+            words = shlex.split(text)
+        except ValueError as exc:
+            raise CockpitError(f"overrides: {exc} (quote values as in a shell).") from None
+        return launch.parse_overrides(words)
 
     def _preview(self) -> None:
         text = self.query_one("#preview-text", Static)
+        self.plan, self.problem = None, ""
         profile = self.selected()
         if profile is None:
             text.update("no profile matches" + "".join(f"\n[red]{escape(p)}[/]" for p in self.problems))
             return
-        overrides = self.extra_overrides()
-        bad = [o for o in overrides if "=" not in o]
-        try:
-            request = profiles.render(profile, overrides, mask=True, check_secrets=False)
-        except CockpitError as exc:
-            text.update(f"[red]{escape(str(exc))}[/]")
-            return
         snapshot = self.host.state.snapshot
-        self.checks = preflight(profile, overrides, snapshot.nodes if snapshot else None)
-        if bad:
-            self.checks.append(Check("overrides", "fail", f"{bad[0]!r} is not key=value"))
+        try:
+            plan = launch.plan(profile, self.extra_overrides(), snapshot.nodes if snapshot else None)
+        except CockpitError as exc:
+            self.problem = str(exc)
+            text.update(f"[b]{escape(profile.name)}[/b]\n\n[red]{escape(self.problem)}[/]")
+            return
+        self.plan = plan
+        request = plan.request
         lines = [f"[b]{escape(profile.name)}[/b]  {escape(profile.description)}", ""]
         lines.append("[b]entrypoint[/b]")
         lines.append(escape(request["entrypoint"]))
         if request.get("runtime_env"):
             lines += ["", "[b]runtime_env[/b]", escape(json.dumps(request["runtime_env"], indent=1))]
         lines += ["", "[b]pre-flight[/b]"]
-        lines += [f"{MARKS[c.status]} {escape(c.name)}: {escape(c.detail)}" for c in self.checks]
-        if any(c.blocking for c in self.checks):
+        lines += [f"{MARKS[c.status]} {escape(c.name)}: {escape(c.detail)}" for c in plan.checks]
+        if plan.blocking:
             state = (
                 "[b red]forced: will submit anyway[/]" if self.force else "[red]blocked (ctrl+f forces)[/]"
             )
@@ -234,23 +215,26 @@ class LaunchScreen(ModalScreen[str | None]):
         if profile is None:
             self.notify("pick a profile first", severity="warning")
             return
-        self._preview()
-        failed = [c for c in self.checks if c.blocking]
-        if failed and not self.force:
-            self.notify(f"not submitted: {failed[0].name}: {failed[0].detail}", severity="error", timeout=8)
+        plan = self.plan
+        if plan is None or plan.profile is not profile:
+            self._preview()
+            plan = self.plan
+        if plan is None:
+            self.notify(f"not submitted: {self.problem}", severity="error", timeout=8, markup=False)
             return
-        self._submit(LaunchRequest(profile, self.extra_overrides(), self.force))
+        if plan.blocking and not self.force:
+            first = plan.blocking[0]
+            self.notify(
+                f"not submitted: {first.name}: {first.detail}", severity="error", timeout=8, markup=False
+            )
+            return
+        self._submit(plan, self.force)
 
     @work(exclusive=True, group="launch", exit_on_error=False, description="Submitting the job")
-    async def _submit(self, launch: LaunchRequest) -> None:
-        from cockpit.core.jobs import submit_request
-
+    async def _submit(self, plan: launch.LaunchPlan, force: bool) -> None:
         try:
-            request = profiles.render(launch.profile, launch.overrides)
-            request["metadata"]["cockpit_overrides"] = json.dumps(list(launch.overrides))
-            client = await self.host.dashboard()
-            submission_id = await submit_request(client, request)
+            submission_id = await launch.submit(await self.host.dashboard(), plan, force=force)
         except CockpitError as exc:
-            self.notify(f"not submitted: {exc}", severity="error", timeout=10)
+            self.notify(f"not submitted: {exc}", severity="error", timeout=10, markup=False)
             return
         self.dismiss(submission_id)
