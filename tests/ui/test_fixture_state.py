@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
+from textual.geometry import Region
 from textual.widgets import DataTable
 
 from cockpit.core import parse
 from cockpit.core.gpu_board import GpuBoard
-from cockpit.core.snapshots import ClusterSnapshot
+from cockpit.core.snapshots import ActorRow, ClusterSnapshot
 from cockpit.core.targets import parse_target
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.screens.cluster import ClusterScreen
+from cockpit.ui.screens.confirm import ConfirmScreen
 from cockpit.ui.screens.gpus import GpuScreen
 from cockpit.ui.screens.jobs import JobsScreen
 from cockpit.ui.state import CockpitState, StateChanged
@@ -25,6 +28,7 @@ from cockpit.ui.widgets.join_progress import JoinPanel
 from cockpit.ui.widgets.key_hints import KeyHints
 from cockpit.ui.widgets.node_table import NodeTable
 from cockpit.ui.widgets.status_bar import StatusBar
+from tests.harness.hostile import controls
 
 SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "ray-2.60-samples"
 
@@ -93,3 +97,110 @@ async def test_cluster_jobs_and_gpu_screens_show_a_fixture_state() -> None:
 
     # Offline: no connection was ever opened.
     assert app.cluster_feed._connection is None
+
+
+HOSTILE = (
+    "[/data/a.parquet] w[/0] [b]x[/b] [@click=app.quit] "
+    "\x1b]0;owned\x07\x1b[31mred\x1b[K \x9b2J\x07\ud800\t中文🚀"
+)
+"""Cluster text at its worst: markup that does not close, an action link, an OSC title, colours, an erase,
+C1 CSI, a bell, a lone surrogate, a tab, wide characters."""
+
+
+def shown_text(app: CockpitApp) -> str:
+    """Every line every visible widget of the current screen draws (notifications included), run
+    together (a newline would count as a control character)."""
+    lines = []
+    for widget in app.screen.query("*"):
+        if widget.display and widget.size.width and widget.size.height:
+            strips = widget.render_lines(Region(0, 0, widget.size.width, widget.size.height))
+            lines += [strip.text for strip in strips]
+    return "".join(lines)
+
+
+def hostile_state() -> CockpitState:
+    """The fixture state with cluster text replaced by `HOSTILE`: job ids, entrypoints, messages, node
+    names, a death cause, actor names, the Ray version and the connection's detail."""
+    state = fixture_state()
+    assert state.snapshot is not None and state.info is not None
+    jobs = tuple(
+        replace(
+            job,
+            submission_id=f"{job.submission_id}{HOSTILE}",
+            entrypoint=f"python -m train data.files=[/data/a.parquet] {HOSTILE}",
+            message=HOSTILE,
+        )
+        for job in state.snapshot.jobs
+    )
+    nodes = tuple(replace(node, hostname=f"{HOSTILE}{i}") for i, node in enumerate(state.snapshot.nodes))
+    nodes = (*nodes[:-1], replace(nodes[-1], state="DEAD", state_message=HOSTILE))
+    with_gpu = next(n for n in nodes if n.gpus)
+    actors = [
+        ActorRow(
+            actor_id="a" * 32,
+            class_name=f"Rollout{HOSTILE}",
+            name=f"w[/0]{HOSTILE}",
+            state="ALIVE",
+            job_id="02000000",
+            node_id=with_gpu.node_id,
+            pid=with_gpu.gpus[0].processes[0].pid,
+            num_restarts=0,
+            required_resources={"GPU": 1.0},
+        )
+    ]
+    state.snapshot = replace(state.snapshot, nodes=nodes, jobs=jobs)
+    state.info = replace(state.info, ray_version=HOSTILE)
+    state.connection.detail = HOSTILE
+    board = GpuBoard()
+    board.ingest_nodes(nodes, job_running=True, local_time=time.time())
+    board.ingest_actors(actors)
+    state.gpu_board, state.gpu_fleet = board, board.fleet()
+    return state
+
+
+async def test_hostile_cluster_text_shows_as_text_on_every_screen() -> None:
+    state = hostile_state()
+    app = CockpitApp(state.target, state=state, offline=True)
+    async with app.run_test(size=(160, 50), notifications=True) as pilot:
+        # Cluster screen: node names and a death cause in the table, entrypoints in the jobs strip.
+        assert isinstance(app.screen, ClusterScreen)
+        await pilot.pause()
+        shown = shown_text(app)
+        assert controls(shown) == []
+        assert "[/data/a.parquet] w[/0] [b]x[/b]" in shown  # markup shown as typed, never parsed
+
+        # Jobs screen: every cell, then the questions and notices that name a job.
+        await pilot.press("4")
+        assert isinstance(app.screen, JobsScreen)
+        await pilot.pause()
+        shown = shown_text(app)
+        assert controls(shown) == []
+        assert "data.files=[/data/a.parquet]" in shown
+        await pilot.press("s")  # the first job has ended: a notice names it
+        await pilot.pause()
+        shown = shown_text(app)
+        assert controls(shown) == []
+        assert "▌ cockpit-test-1[/data/a.parquet] w[/0]" in shown  # the notice, its job id as typed
+        await pilot.press("d")  # delete it? a question names it
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        assert controls(shown_text(app)) == [] and "w[/0]" in shown_text(app)
+        await pilot.press("n")
+        await pilot.press("down", "down", "s")  # the running job: stop it?
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        assert controls(shown_text(app)) == []
+        await pilot.press("n")
+
+        # GPU screen: the list (node names, the death cause, actor names), then the heatmap's legend.
+        await pilot.press("2")
+        assert isinstance(app.screen, GpuScreen)
+        await pilot.pause()
+        shown = shown_text(app)
+        assert controls(shown) == []
+        assert "w[/0]" in shown
+        await pilot.press("v")
+        for key in ("right", "down", "right", "down"):
+            await pilot.press(key)
+            await pilot.pause()
+            assert controls(shown_text(app)) == []

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import re
-import unicodedata
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from textual.pilot import Pilot
 
 from cockpit.ui.widgets.log_text import display_plain, display_width, line_text
 from cockpit.ui.widgets.log_view import CONTEXT_ROWS, LogView
+from tests.harness.hostile import controls
 
 SIZE = (100, 30)
 TRACEBACK = [
@@ -372,11 +372,6 @@ async def test_search_and_errors_stay_within_the_filter() -> None:
         assert view.cursor is not None and view.cursor.text == "rollout ERROR cuda error"
         await pilot.press("e")  # the trainer's error is filtered out: back to the same one
         assert view.cursor is not None and view.cursor.text == "rollout ERROR cuda error"
-
-
-def controls(text: str) -> list[str]:
-    """Characters a terminal would act on or cannot write (C0, DEL, C1, line separators, surrogates)."""
-    return [ch for ch in text if unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp")]
 
 
 HOSTILE_LINES = [

@@ -6,8 +6,6 @@ returns, C1 controls, partial sequences and lone surrogates all reach `line_text
 
 from __future__ import annotations
 
-import unicodedata
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,56 +15,7 @@ from rich.console import Console
 from cockpit.core.logs import LineBuffer
 from cockpit.ui.widgets.log_rows import LogRows
 from cockpit.ui.widgets.log_text import display_plain, display_width, line_text
-
-FRAGMENTS = [
-    "\x1b[K",  # erase to the end of the line
-    "\x1b[2K",
-    "\x1b[A",  # tqdm's cursor up
-    "\x1b[1A\x1b[2K",
-    "\r",
-    "\x1b]0;title\x07",  # OSC window title
-    "\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\",  # OSC hyperlink
-    "\x1b[31m",
-    "\x1b[0m",
-    "\x1b[38;5;300m",
-    "\x1b[38;2;999;1;1m",
-    "\x1b[1;4;7m",
-    "\x1b[",  # partial sequences
-    "\x1b]0;never ends",
-    "\x1b",
-    "\x1b[31",
-    "\x9b31m",  # C1 CSI
-    "\x90",
-    "\x85",
-    "\x7f",
-    "\x00",
-    "\x07",
-    "\b",
-    "\t",
-    "\n",
-    "\u2028",
-    "\ud800",  # a lone surrogate: str allows it, a terminal cannot write it
-    "\udfff",
-    "中文",
-    "🚀",
-    "e\u0301",
-    "[b]x[/b]",
-    "[/0]",
-    "plain text ",
-]
-
-hostile_lines = st.one_of(
-    st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=8), max_size=30).map("".join),
-    st.text(),
-    st.binary().map(lambda b: b.decode("latin-1")),  # every byte as one character: C0, DEL and C1
-    st.binary().map(lambda b: b.decode("utf-8", errors="replace")),
-)
-
-
-def controls(text: str) -> list[str]:
-    """Characters a terminal would act on or cannot write: C0 (tab included), DEL, C1, line separators,
-    surrogates."""
-    return [ch for ch in text if unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp")]
+from tests.harness.hostile import controls, hostile_text
 
 
 def rendered(text: str) -> str:
@@ -110,7 +59,7 @@ def test_a_very_long_line_of_escapes_renders() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(hostile_lines)
+@given(hostile_text)
 def test_any_line_renders_without_control_characters(raw: str) -> None:
     for colours in (True, False):
         text = line_text(raw, colours)
@@ -123,7 +72,7 @@ def test_any_line_renders_without_control_characters(raw: str) -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(
-    st.lists(st.tuples(st.sampled_from(["driver", "w[/0]", "evil\x1b]0;t\x07"]), hostile_lines), max_size=12),
+    st.lists(st.tuples(st.sampled_from(["driver", "w[/0]", "evil\x1b]0;t\x07"]), hostile_text), max_size=12),
     st.integers(min_value=1, max_value=120),
 )
 def test_log_rows_measure_any_line_as_it_renders(chunks: list[tuple[str, str]], columns: int) -> None:
