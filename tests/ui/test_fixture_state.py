@@ -16,13 +16,15 @@ from textual.widgets import DataTable
 
 from cockpit.core import parse
 from cockpit.core.gpu_board import GpuBoard
-from cockpit.core.snapshots import ActorRow, ClusterSnapshot
+from cockpit.core.snapshots import ActorRow, ClusterSnapshot, LogIndex
 from cockpit.core.targets import parse_target
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.screens.cluster import ClusterScreen
 from cockpit.ui.screens.confirm import ConfirmScreen
 from cockpit.ui.screens.gpus import GpuScreen
 from cockpit.ui.screens.jobs import JobsScreen
+from cockpit.ui.screens.logs import LogsScreen, actor_items, file_items, node_items
+from cockpit.ui.screens.picker import PickScreen
 from cockpit.ui.state import CockpitState, StateChanged
 from cockpit.ui.widgets.join_progress import JoinPanel
 from cockpit.ui.widgets.key_hints import KeyHints
@@ -204,3 +206,66 @@ async def test_hostile_cluster_text_shows_as_text_on_every_screen() -> None:
             await pilot.press(key)
             await pilot.pause()
             assert controls(shown_text(app)) == []
+
+
+async def test_hostile_cluster_text_on_the_logs_screen_and_its_pickers() -> None:
+    state = hostile_state()
+    assert state.snapshot is not None
+    app = CockpitApp(state.target, state=state, offline=True)
+    async with app.run_test(size=(160, 50), notifications=True) as pilot:
+        await pilot.press("5")
+        assert isinstance(app.screen, LogsScreen)
+        logs = app.screen
+        await pilot.pause()
+        # The sources line names the job (offline, its stream fails: the event says so, as text).
+        assert logs.job is not None and logs.job.key.startswith("cockpit-test-3")
+        shown = shown_text(app)
+        assert controls(shown) == []
+        assert "cockpit-test-3[/data/a.parquet] w[/0] [b]x[/b]" in shown
+
+        # The first error's banner quotes the line.
+        logs.view.append("w[/0]\x1b]0;t\x07", f"Traceback (most recent call last):\nValueError: {HOSTILE}\n")
+        await pilot.pause()
+        shown = shown_text(app)
+        assert controls(shown) == []
+        assert "ValueError: [/data/a.parquet] w[/0]" in shown
+
+        # The job picker: ids and entrypoints as typed, filtered as typed.
+        await pilot.press("j")
+        await pilot.pause()
+        assert isinstance(app.screen, PickScreen)
+        shown = shown_text(app)
+        assert controls(shown) == [] and "cockpit-test-2[/data/a.parquet] w[/0]" in shown
+        await pilot.press("[", "/")
+        await pilot.pause()
+        assert controls(shown_text(app)) == []
+        await pilot.press("escape")
+        await pilot.pause()
+
+        # Actor, node and file pickers, from what the dashboard would list.
+        node = state.snapshot.nodes[0]
+        actor = ActorRow(
+            actor_id="b" * 32,
+            class_name=f"[/x]{HOSTILE}",
+            name=f"w[/0]{HOSTILE}",
+            state="ALIVE",
+            job_id="02000000",
+            node_id=node.node_id,
+            pid=1,
+            num_restarts=0,
+        )
+        index = LogIndex(
+            node_id=node.node_id, files={f"[/k]{HOSTILE}": (f"w[/0]{HOSTILE}.log", "raylet.out")}
+        )
+        for title, items in (
+            ("Add which actor's log?", actor_items([actor])),
+            ("Which node?", node_items(state.snapshot.nodes)),
+            (f"Which file of {HOSTILE}?", file_items(index)),
+        ):
+            app.push_screen(PickScreen(title, items))
+            await pilot.pause()
+            shown = shown_text(app)
+            assert controls(shown) == [], title
+            assert "w[/0]" in shown
+            await pilot.press("escape")
+            await pilot.pause()
