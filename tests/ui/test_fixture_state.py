@@ -11,20 +11,25 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import asyncssh
+import pytest
 from textual.geometry import Region
 from textual.widgets import DataTable
 
 from cockpit.core import parse
 from cockpit.core.gpu_board import GpuBoard
 from cockpit.core.snapshots import ActorRow, ClusterSnapshot, LogIndex
+from cockpit.core.ssh_errors import UnknownHostKey
 from cockpit.core.targets import parse_target
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.screens.cluster import ClusterScreen
 from cockpit.ui.screens.confirm import ConfirmScreen
 from cockpit.ui.screens.gpus import GpuScreen
 from cockpit.ui.screens.jobs import JobsScreen
+from cockpit.ui.screens.launcher import LaunchScreen
 from cockpit.ui.screens.logs import LogsScreen, actor_items, file_items, node_items
 from cockpit.ui.screens.picker import PickScreen
+from cockpit.ui.screens.prompts import HostKeyScreen, PassphraseScreen
 from cockpit.ui.state import CockpitState, StateChanged
 from cockpit.ui.widgets.join_progress import JoinPanel
 from cockpit.ui.widgets.key_hints import KeyHints
@@ -269,3 +274,74 @@ async def test_hostile_cluster_text_on_the_logs_screen_and_its_pickers() -> None
             assert "w[/0]" in shown
             await pilot.press("escape")
             await pilot.pause()
+
+
+async def test_launcher_shows_profiles_and_checks_as_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Profiles are files anyone may share: names, descriptions, entrypoints and the problems of a broken
+    one show as typed, in the list, the preview and the notice that refuses to submit."""
+    profiles_dir = tmp_path / "profiles"
+    profiles_dir.mkdir()
+    (profiles_dir / "hostile.yaml").write_text(
+        'name: "w[/0]"\n'
+        'description: "[/x] \\e]0;owned\\a\\e[31mred \\x9b2J"\n'
+        'entrypoint: "python3 train.py"\n'
+        "overrides:\n"
+        '  - "data.files=[/data/a.parquet]"\n'
+        "cluster: {nodes: 64, gpus_per_node: 8}\n",
+        encoding="utf-8",
+    )
+    (profiles_dir / "broken.yaml").write_text('name: "[/y]"\nbogus_key: "\\e[2J"\n', encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    state = hostile_state()
+    app = CockpitApp(state.target, state=state, offline=True)
+    async with app.run_test(size=(160, 50), notifications=True) as pilot:
+        await pilot.press("4", "n")
+        await pilot.pause()
+        assert isinstance(app.screen, LaunchScreen)
+        await pilot.press(*"w[/0]")
+        await pilot.pause()
+        shown = shown_text(app)
+        assert controls(shown) == []
+        assert "w[/0]" in shown and "data.files=[/data/a.parquet]" in shown and "[/x]" in shown
+        await pilot.press("ctrl+s")  # 64 nodes asked of a 3-node cluster: refused, and the notice says why
+        await pilot.pause()
+        assert controls(shown_text(app)) == []
+        await pilot.press(*"zzz")  # no profile matches: the broken file's problem is shown
+        await pilot.pause()
+        shown = shown_text(app)
+        assert controls(shown) == [] and "no profile matches" in shown
+
+
+async def test_a_failing_worker_is_reported_as_text() -> None:
+    """A bug in a worker is reported in a notice; its error text may quote cluster text."""
+    app = CockpitApp(parse_target("http://127.0.0.1:1"), state=fixture_state(), offline=True)
+    async with app.run_test(size=(160, 50), notifications=True) as pilot:
+
+        def fails() -> None:
+            raise ValueError(HOSTILE)
+
+        worker = app.run_worker(fails, thread=True, exit_on_error=False, description="reading w[/0]")
+        while not worker.is_finished:
+            await pilot.pause()
+        await pilot.pause()
+        shown = shown_text(app)
+        assert controls(shown) == []
+        assert "reading w[/0] failed" in shown
+
+
+async def test_connection_questions_show_names_as_text(tmp_path: Path) -> None:
+    """The host key question and the passphrase prompt name hosts and paths as typed."""
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    unknown = UnknownHostKey("w[/0].example", 22, key, tmp_path / "[/k]" / "known_hosts")
+    app = CockpitApp(parse_target("http://127.0.0.1:1"), state=fixture_state(), offline=True)
+    async with app.run_test(size=(160, 50)) as pilot:
+        app.push_screen(HostKeyScreen(unknown))
+        await pilot.pause()
+        shown = shown_text(app)
+        assert "w[/0].example" in shown and "[/k]" in shown
+        await pilot.press("n")
+        app.push_screen(PassphraseScreen("Passphrase for /home/u/[/k]/id_ed25519 [b]:"))
+        await pilot.pause()
+        assert "/home/u/[/k]/id_ed25519 [b]:" in shown_text(app)

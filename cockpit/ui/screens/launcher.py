@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from rich.markup import escape
+from rich.text import Text
 from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -19,8 +21,9 @@ from cockpit.core import profiles
 from cockpit.core.errors import CockpitError
 from cockpit.core.preflight import Check, preflight
 from cockpit.ui.state import CockpitHost, host_of
+from cockpit.ui.widgets.safe_text import clean, plain
 
-MARKS = {"ok": "[green]✔[/]", "fail": "[red]✘[/]", "warn": "[yellow]![/]", "info": "[dim]·[/]"}
+MARKS = {"ok": ("✔", "green"), "fail": ("✘", "red"), "warn": ("!", "yellow"), "info": ("·", "dim")}
 
 
 def fuzzy_score(query: str, text: str) -> int | None:
@@ -62,6 +65,27 @@ def discover_profiles() -> tuple[list[profiles.Profile], list[str]]:
                 seen.add(profile.name)
                 found.append(profile)
     return found, problems
+
+
+def preview_text(
+    profile: profiles.Profile, request: Mapping[str, Any], checks: list[Check], force: bool
+) -> Text:
+    """What the preview pane shows: the profile, the exact request, the pre-flight checklist. Profiles are
+    shared files and overrides are typed: all of it is plain text (`Text`, never markup)."""
+    lines = [Text.assemble(plain(profile.name, "bold"), "  ", plain(profile.description)), Text()]
+    lines += [Text("entrypoint", style="bold"), plain(request["entrypoint"])]
+    if request.get("runtime_env"):
+        runtime_env = json.dumps(request["runtime_env"], indent=1)
+        lines += [Text(), Text("runtime_env", style="bold"), *map(plain, runtime_env.splitlines())]
+    lines += [Text(), Text("pre-flight", style="bold")]
+    lines += [Text.assemble(MARKS[c.status], " ", plain(f"{c.name}: {c.detail}")) for c in checks]
+    if any(c.blocking for c in checks):
+        lines.append(
+            Text("forced: will submit anyway", style="bold red")
+            if force
+            else Text("blocked (ctrl+f forces)", style="red")
+        )
+    return Text("\n").join(lines)
 
 
 @dataclass
@@ -106,7 +130,9 @@ class LaunchScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static("[b]Launch a job[/b]  (type to filter profiles)", id="launch-title")
+            yield Static(
+                Text.assemble(("Launch a job", "bold"), "  (type to filter profiles)"), id="launch-title"
+            )
             yield Input(placeholder="filter profiles…", id="filter", compact=True)
             with Horizontal(id="launch-body"):
                 yield OptionList(id="profile-list")
@@ -142,7 +168,9 @@ class LaunchScreen(ModalScreen[str | None]):
         options.clear_options()
         for _score, _name, profile in ranked:
             shape = f"{profile.cluster.nodes}x{profile.cluster.gpus_per_node}"
-            options.add_option(Option(f"{escape(profile.name)}  [dim]{shape}[/]", id=profile.name))
+            options.add_option(
+                Option(Text.assemble(plain(profile.name), "  ", (shape, "dim")), id=profile.name)
+            )
         if ranked:
             index = 0
             if self.preselect:
@@ -168,32 +196,21 @@ class LaunchScreen(ModalScreen[str | None]):
         text = self.query_one("#preview-text", Static)
         profile = self.selected()
         if profile is None:
-            text.update("no profile matches" + "".join(f"\n[red]{escape(p)}[/]" for p in self.problems))
+            problems = [Text.assemble("\n", plain(problem, "red")) for problem in self.problems]
+            text.update(Text.assemble("no profile matches", *problems))
             return
         overrides = self.extra_overrides()
         bad = [o for o in overrides if "=" not in o]
         try:
             request = profiles.render(profile, overrides, mask=True, check_secrets=False)
         except CockpitError as exc:
-            text.update(f"[red]{escape(str(exc))}[/]")
+            text.update(plain(exc, "red"))
             return
         snapshot = self.host.state.snapshot
         self.checks = preflight(profile, overrides, snapshot.nodes if snapshot else None)
         if bad:
             self.checks.append(Check("overrides", "fail", f"{bad[0]!r} is not key=value"))
-        lines = [f"[b]{escape(profile.name)}[/b]  {escape(profile.description)}", ""]
-        lines.append("[b]entrypoint[/b]")
-        lines.append(escape(request["entrypoint"]))
-        if request.get("runtime_env"):
-            lines += ["", "[b]runtime_env[/b]", escape(json.dumps(request["runtime_env"], indent=1))]
-        lines += ["", "[b]pre-flight[/b]"]
-        lines += [f"{MARKS[c.status]} {escape(c.name)}: {escape(c.detail)}" for c in self.checks]
-        if any(c.blocking for c in self.checks):
-            state = (
-                "[b red]forced: will submit anyway[/]" if self.force else "[red]blocked (ctrl+f forces)[/]"
-            )
-            lines.append(state)
-        text.update("\n".join(lines))
+        text.update(preview_text(profile, request, self.checks, self.force))
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
@@ -237,7 +254,8 @@ class LaunchScreen(ModalScreen[str | None]):
         self._preview()
         failed = [c for c in self.checks if c.blocking]
         if failed and not self.force:
-            self.notify(f"not submitted: {failed[0].name}: {failed[0].detail}", severity="error", timeout=8)
+            message = clean(f"not submitted: {failed[0].name}: {failed[0].detail}")
+            self.notify(message, severity="error", timeout=8, markup=False)
             return
         self._submit(LaunchRequest(profile, self.extra_overrides(), self.force))
 
@@ -251,6 +269,6 @@ class LaunchScreen(ModalScreen[str | None]):
             client = await self.host.dashboard()
             submission_id = await submit_request(client, request)
         except CockpitError as exc:
-            self.notify(f"not submitted: {exc}", severity="error", timeout=10)
+            self.notify(clean(f"not submitted: {exc}"), severity="error", timeout=10, markup=False)
             return
         self.dismiss(submission_id)
