@@ -6,7 +6,10 @@ returns fresh data (caching and cadence are the UI's business) and raises a `Das
 whose text is one sentence a user can act on.
 
 The answers are read by the plain functions below the client (`state_listing`, `jobs_of`, ...): any JSON
-at all gives a snapshot (NA where a value is missing or of the wrong type) or a `DashboardError`.
+at all gives a snapshot (NA where a value is missing or of the wrong type) or a `DashboardError`. Ids go
+into URL paths quoted as one segment each (`path_segment`), so a job id like `../x` or `a?b` names that
+job and nothing else; everything else travels as query parameters, which aiohttp encodes (`sendable`
+refuses what it would silently send empty).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import aiohttp
 
@@ -171,6 +175,7 @@ class DashboardClient:
         raw: bool = False,
     ) -> Any:
         url = f"{self.base_url}{path}"
+        sendable(params or (), path)
         try:
             async with self._client().request(method, url, params=params, json=json_body, data=data) as resp:
                 body = await resp.read()
@@ -297,7 +302,7 @@ class DashboardClient:
         return jobs_of(await self._get("/api/jobs/"))
 
     async def job(self, job_id: str) -> JobRow:
-        return job_of(await self._get(f"/api/jobs/{job_id}"), job_id)
+        return job_of(await self._get(f"/api/jobs/{path_segment(job_id)}"), job_id)
 
     async def submit_job(self, request: Mapping[str, Any]) -> str:
         """POST a JobSubmitRequest; returns the submission id."""
@@ -305,21 +310,21 @@ class DashboardClient:
 
     async def delete_job(self, job_id: str) -> bool:
         """Delete a finished job (the dashboard refuses a running one)."""
-        return answer_flag(await self._request("DELETE", f"/api/jobs/{job_id}"), "deleted")
+        return answer_flag(await self._request("DELETE", f"/api/jobs/{path_segment(job_id)}"), "deleted")
 
     async def package_exists(self, name: str) -> bool:
         try:
-            await self._request("GET", f"/api/packages/gcs/{name}", expect_json=False)
+            await self._request("GET", f"/api/packages/gcs/{path_segment(name)}", expect_json=False)
         except NotFound:
             return False
         return True
 
     async def upload_package(self, name: str, data: bytes) -> None:
         """PUT a working_dir zip (at most 100 MiB) as `gcs://name`."""
-        await self._request("PUT", f"/api/packages/gcs/{name}", data=data, expect_json=False)
+        await self._request("PUT", f"/api/packages/gcs/{path_segment(name)}", data=data, expect_json=False)
 
     async def stop_job(self, job_id: str) -> bool:
-        return answer_flag(await self._request("POST", f"/api/jobs/{job_id}/stop"), "stopped")
+        return answer_flag(await self._request("POST", f"/api/jobs/{path_segment(job_id)}/stop"), "stopped")
 
     # -- logs --------------------------------------------------------------------------------------
 
@@ -347,6 +352,7 @@ class DashboardClient:
         """
         params = [*where, ("lines", str(lines)), ("interval", str(interval))]
         url = f"{self.base_url}/api/v0/logs/stream"
+        sendable(params, "/api/v0/logs/stream")
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._timeout.total, sock_read=None)
         try:
             async with self._client().get(url, params=params, timeout=timeout) as resp:
@@ -391,6 +397,30 @@ class DashboardClient:
             params.append(("suffix", suffix))
         text = await self._request("GET", "/api/v0/logs/file", params=params, expect_json=False)
         return str(text)
+
+
+# -- URLs ---------------------------------------------------------------------------------------------
+
+
+def path_segment(value: str) -> str:
+    """VALUE as one segment of a URL path, every reserved character quoted ("/", "?" and "#" included).
+    A lone surrogate is sent as its own bytes: it names nothing on the cluster rather than another id.
+
+    Raises NotFound for "", "." and "..": no id is spelled so, and no spelling of them survives a URL
+    library (`/api/jobs/%2E%2E/stop` is resolved to `/api/stop`)."""
+    if value in ("", ".", ".."):
+        raise NotFound(f"not found: {value!r} is not an id the dashboard knows.")
+    return quote(value, safe="", errors="surrogatepass")
+
+
+def sendable(params: Sequence[tuple[str, str]], path: str) -> None:
+    """Refuse query values with no UTF-8 form (a lone surrogate): aiohttp would send them empty, which
+    names another file or filter without a word."""
+    for key, value in params:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise RequestRejected(f"{key} {value!r} cannot be sent to {path}: not valid text.") from None
 
 
 # -- answers ------------------------------------------------------------------------------------------
