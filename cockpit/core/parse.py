@@ -1,12 +1,15 @@
 """Provides lenient parsing of dashboard JSON into snapshots.
 
 Field sets drift between Ray releases, int64 fields arrive as strings, and numbers may be null or -1,
-so every reader here tolerates a missing or odd value and maps it to NA or a neutral default.
+so every reader here tolerates a missing or odd value and maps it to NA or a neutral default. The
+dashboard is not trusted either: any JSON at all (`Infinity`, numbers past a float's range, a list where
+an object belongs) gives a snapshot with NA for what is missing or wrong, never an exception.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from cockpit.core.snapshots import (
@@ -27,16 +30,21 @@ _MIB = 1024 * 1024
 
 
 def as_int(value: Any, default: int = 0) -> int:
-    """An int from an int, float or numeric string (int64 fields arrive as strings)."""
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, (int, float)):
+    """An int from an int, float or numeric string (int64 fields arrive as strings); DEFAULT for anything
+    else, infinities and NaN included."""
+    if isinstance(value, int):  # bool included
         return int(value)
     if isinstance(value, str):
         try:
-            return int(float(value))
+            return int(value)  # exact, however large (a uint64 sentinel)
+        except ValueError:
+            pass
+        try:
+            value = float(value)
         except ValueError:
             return default
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) else default
     return default
 
 
@@ -48,18 +56,27 @@ def as_opt_int(value: Any) -> int | None:
 
 
 def as_metric(value: Any) -> Metric:
-    """A reported number, or NA for null, non-numbers and the -1 that NVML failures produce."""
+    """A reported number, or NA for null, non-numbers, infinities, NaN, numbers past a float's range and
+    the -1 that NVML failures produce."""
     if isinstance(value, bool) or value is None:
         return NA
-    if isinstance(value, (int, float)):
-        return NA if value < 0 else float(value)
-    if isinstance(value, str):
+    if isinstance(value, (int, float, str)):
         try:
             number = float(value)
-        except ValueError:
+        except (ValueError, OverflowError):
             return NA
-        return NA if number < 0 else number
+        return number if math.isfinite(number) and number >= 0 else NA
     return NA
+
+
+def as_list(value: Any) -> Sequence[Any]:
+    """VALUE when it is a JSON array, else empty (a field of the wrong type reads as missing)."""
+    return value if isinstance(value, list) else ()
+
+
+def as_mapping(value: Any) -> Mapping[str, Any]:
+    """VALUE when it is a JSON object, else empty (a field of the wrong type reads as missing)."""
+    return value if isinstance(value, Mapping) else {}
 
 
 def as_str(value: Any) -> str:
@@ -93,8 +110,9 @@ def list_meta(result: Mapping[str, Any], returned: int) -> ListMeta:
     return ListMeta(total=total, num_after_truncation=after, num_filtered=filtered, returned=returned)
 
 
-def cluster_info(version: Mapping[str, Any], metadata: Mapping[str, Any] | None) -> ClusterInfo:
-    meta = metadata or {}
+def cluster_info(version: Mapping[str, Any], metadata: Any) -> ClusterInfo:
+    """Versions from `/api/version` and the `data` of `/api/v0/cluster_metadata` (None, or any JSON)."""
+    version, meta = as_mapping(version), as_mapping(metadata)
     python = meta.get("pythonVersion")
     return ClusterInfo(
         ray_version=as_str(meta.get("rayVersion") or version.get("ray_version")) or "unknown",
@@ -106,7 +124,7 @@ def cluster_info(version: Mapping[str, Any], metadata: Mapping[str, Any] | None)
 
 def gpu_sample(entry: Mapping[str, Any]) -> GpuSample:
     processes = []
-    for proc in entry.get("processesPids") or ():
+    for proc in as_list(entry.get("processesPids")):
         if isinstance(proc, Mapping) and proc.get("pid") is not None:
             processes.append(
                 GpuProcess(
@@ -131,9 +149,9 @@ def gpu_sample(entry: Mapping[str, Any]) -> GpuSample:
 
 def node_from_summary(entry: Mapping[str, Any]) -> NodeSnapshot:
     """A node from one `/nodes?view=summary` entry (camelCase; resource names mangled)."""
-    raylet = entry.get("raylet") or {}
+    raylet = as_mapping(entry.get("raylet"))
     res = resources(raylet.get("resourcesTotal"))
-    mem = entry.get("mem") or []
+    mem = as_list(entry.get("mem"))
     store_used = as_metric(raylet.get("objectStoreUsedMemory"))
     store_free = as_metric(raylet.get("objectStoreAvailableMemory"))
     store_total: Metric = NA if store_used is NA or store_free is NA else store_used + store_free
@@ -156,10 +174,18 @@ def node_from_summary(entry: Mapping[str, Any]) -> NodeSnapshot:
         mem_total_bytes=mem_total,
         object_store_used_bytes=store_used,
         object_store_total_bytes=store_total,
-        gpus=tuple(gpu_sample(g) for g in entry.get("gpus") or () if isinstance(g, Mapping)),
-        sample_time=float(entry["now"]) if isinstance(entry.get("now"), (int, float)) else None,
-        python=worker_python(entry.get("cmdline") or ()),
+        gpus=tuple(gpu_sample(g) for g in as_list(entry.get("gpus")) if isinstance(g, Mapping)),
+        sample_time=_seconds(entry.get("now")),
+        python=worker_python(as_list(entry.get("cmdline"))),
     )
+
+
+def _seconds(value: Any) -> float | None:
+    """Posix seconds sent as a JSON number; None for anything else (a string, a bool, infinity)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = as_metric(value)
+    return None if number is NA else float(number)
 
 
 def worker_python(raylet_cmdline: Iterable[Any]) -> str:
@@ -264,7 +290,8 @@ def _death_cause_text(death: Any) -> str:
     if isinstance(death, Mapping):
         for value in death.values():
             if isinstance(value, Mapping) and value.get("error_message"):
-                return as_str(value["error_message"]).strip().splitlines()[-1]
+                lines = as_str(value["error_message"]).strip().splitlines()
+                return lines[-1] if lines else ""
         return str(dict(death))
     return str(death)
 

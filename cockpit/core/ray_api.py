@@ -4,6 +4,12 @@ One `DashboardClient` per cluster keeps one HTTP session. It speaks only HTTP, s
 Ray version the endpoints exist in, without `ray.init()` and without importing `ray`. Every method
 returns fresh data (caching and cadence are the UI's business) and raises a `DashboardError` subclass
 whose text is one sentence a user can act on.
+
+The answers are read by the plain functions below the client (`state_listing`, `jobs_of`, ...): any JSON
+at all gives a snapshot (NA where a value is missing or of the wrong type) or a `DashboardError`. Ids go
+into URL paths quoted as one segment each (`path_segment`), so a job id like `../x` or `a?b` names that
+job and nothing else; everything else travels as query parameters, which aiohttp encodes (`sendable`
+refuses what it would silently send empty).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import aiohttp
 
@@ -168,11 +175,12 @@ class DashboardClient:
         raw: bool = False,
     ) -> Any:
         url = f"{self.base_url}{path}"
+        sendable(params or (), path)
         try:
             async with self._client().request(method, url, params=params, json=json_body, data=data) as resp:
                 body = await resp.read()
                 if resp.status >= 400:
-                    raise self._http_error(resp.status, path, body)
+                    raise http_error(resp.status, path, body)
                 if raw:
                     return body
                 if not expect_json:
@@ -203,49 +211,8 @@ class DashboardClient:
                 f"cannot reach the Ray dashboard at {self.display_url} ({reason}); is the cluster up?"
             ) from None
 
-    def _http_error(self, status: int, path: str, body: bytes) -> DashboardError:
-        text = body.decode("utf-8", errors="replace").strip()
-        reason = text
-        try:
-            doc = json.loads(text)
-            if isinstance(doc, Mapping) and doc.get("msg"):
-                reason = str(doc["msg"])
-        except ValueError:
-            pass
-        # Tracebacks end in their message; keep the last meaningful line, never a lone "." or "".
-        lines = [ln.strip() for ln in reason.splitlines() if len(ln.strip()) > 1]
-        reason = lines[-1][:300] if lines else f"HTTP {status}"
-        if status == 401:
-            return AuthenticationRequired(
-                "the cluster uses token authentication: pass --token-file FILE or set RAY_AUTH_TOKEN."
-            )
-        if status == 403:
-            return AuthenticationRejected(
-                "the dashboard rejected the token: check --token-file / RAY_AUTH_TOKEN "
-                "against `ray get-auth-token` on the head."
-            )
-        if status == 404:
-            return NotFound(f"not found: {path} ({reason}).")
-        if status == 429:
-            return RateLimited(
-                f"the dashboard is at its limit of concurrent requests ({reason}); retrying later."
-            )
-        error = RequestRejected(f"the dashboard refused {path} (HTTP {status}): {reason}")
-        error.status = status
-        error.body = text
-        return error
-
     async def _get(self, path: str, params: Sequence[tuple[str, str]] | None = None) -> Any:
         return await self._request("GET", path, params=params)
-
-    @staticmethod
-    def _data(doc: Any, path: str) -> Any:
-        """The `data` of a `{result, msg, data}` envelope; `result: false` becomes an error."""
-        if not isinstance(doc, Mapping):
-            raise RequestRejected(f"unexpected answer from {path}.")
-        if doc.get("result") is False:
-            raise RequestRejected(f"the dashboard refused {path}: {doc.get('msg') or 'no reason given'}")
-        return doc.get("data") or {}
 
     async def _state_list(
         self,
@@ -268,18 +235,13 @@ class DashboardClient:
             params += [("filter_keys", key), ("filter_predicates", predicate), ("filter_values", value)]
         params.extend(extra)
         path = f"/api/v0/{resource}"
-        data = self._data(await self._get(path, params), path)
-        result = data.get("result") or {}
-        rows = tuple(build(row) for row in result.get("result") or () if isinstance(row, Mapping))
-        warnings = [w for w in (result.get("partial_failure_warning"), *(result.get("warnings") or ())) if w]
-        return Listing(rows=rows, meta=parse.list_meta(result, len(rows)), warnings=tuple(map(str, warnings)))
+        return state_listing(await self._get(path, params), path, build)
 
     # -- cluster -----------------------------------------------------------------------------------
 
     async def version(self) -> dict[str, str]:
         """`/api/version`: the cheapest authenticated call; proves the dashboard and the token work."""
-        doc = await self._get("/api/version")
-        return {str(k): str(v) for k, v in doc.items()} if isinstance(doc, Mapping) else {}
+        return version_of(await self._get("/api/version"))
 
     async def auth_mode(self) -> str:
         """`token` or `disabled` (public endpoint; works without a token)."""
@@ -287,12 +249,12 @@ class DashboardClient:
             doc = await self._get("/api/authentication_mode")
         except NotFound:
             return "disabled"  # Ray before 2.52 has no token auth at all
-        return str(doc.get("authentication_mode", "disabled")) if isinstance(doc, Mapping) else "disabled"
+        return auth_mode_of(doc)
 
     async def cluster_info(self) -> ClusterInfo:
         version = await self.version()
         try:
-            meta = self._data(await self._get("/api/v0/cluster_metadata"), "/api/v0/cluster_metadata")
+            meta = envelope_data(await self._get("/api/v0/cluster_metadata"), "/api/v0/cluster_metadata")
         except (NotFound, RequestRejected):
             meta = None
         return parse.cluster_info(version, meta)
@@ -308,8 +270,7 @@ class DashboardClient:
             fresh: bypass the dashboard's cache (`nocache=1`), e.g. right after a node joined.
         """
         params = [("view", "summary")] + ([("nocache", "1")] if fresh else [])
-        data = self._data(await self._get("/nodes", params), "/nodes")
-        return tuple(parse.node_from_summary(e) for e in data.get("summary") or () if isinstance(e, Mapping))
+        return node_summaries(await self._get("/nodes", params))
 
     async def nodes(self, fresh: bool = False) -> tuple[NodeSnapshot, ...]:
         """Every node the cluster knows (dead ones included) with its latest host and GPU stats."""
@@ -318,8 +279,7 @@ class DashboardClient:
 
     async def cluster_status(self) -> ClusterStatus:
         """The `ray status` text, without the Ray CLI (72x faster here, see BENCHMARKS.md)."""
-        data = self._data(await self._get("/api/cluster_status", [("format", "1")]), "/api/cluster_status")
-        return ClusterStatus(text=parse.as_str(data.get("clusterStatus")))
+        return cluster_status_of(await self._get("/api/cluster_status", [("format", "1")]))
 
     # -- state lists -------------------------------------------------------------------------------
 
@@ -339,49 +299,38 @@ class DashboardClient:
     # -- jobs --------------------------------------------------------------------------------------
 
     async def jobs(self) -> tuple[JobRow, ...]:
-        doc = await self._get("/api/jobs/")
-        rows = [parse.job_row(r) for r in doc if isinstance(r, Mapping)] if isinstance(doc, list) else []
-        return tuple(sorted(rows, key=lambda j: j.start_time or 0.0, reverse=True))
+        return jobs_of(await self._get("/api/jobs/"))
 
     async def job(self, job_id: str) -> JobRow:
-        doc = await self._get(f"/api/jobs/{job_id}")
-        if not isinstance(doc, Mapping):
-            raise RequestRejected(f"unexpected answer for job {job_id}.")
-        return parse.job_row(doc)
+        return job_of(await self._get(f"/api/jobs/{path_segment(job_id)}"), job_id)
 
     async def submit_job(self, request: Mapping[str, Any]) -> str:
         """POST a JobSubmitRequest; returns the submission id."""
-        doc = await self._request("POST", "/api/jobs/", json_body=dict(request))
-        return str(doc.get("submission_id") or doc.get("job_id")) if isinstance(doc, Mapping) else ""
+        return submission_id_of(await self._request("POST", "/api/jobs/", json_body=dict(request)))
 
     async def delete_job(self, job_id: str) -> bool:
         """Delete a finished job (the dashboard refuses a running one)."""
-        doc = await self._request("DELETE", f"/api/jobs/{job_id}")
-        return bool(doc.get("deleted")) if isinstance(doc, Mapping) else False
+        return answer_flag(await self._request("DELETE", f"/api/jobs/{path_segment(job_id)}"), "deleted")
 
     async def package_exists(self, name: str) -> bool:
         try:
-            await self._request("GET", f"/api/packages/gcs/{name}", expect_json=False)
+            await self._request("GET", f"/api/packages/gcs/{path_segment(name)}", expect_json=False)
         except NotFound:
             return False
         return True
 
     async def upload_package(self, name: str, data: bytes) -> None:
         """PUT a working_dir zip (at most 100 MiB) as `gcs://name`."""
-        await self._request("PUT", f"/api/packages/gcs/{name}", data=data, expect_json=False)
+        await self._request("PUT", f"/api/packages/gcs/{path_segment(name)}", data=data, expect_json=False)
 
     async def stop_job(self, job_id: str) -> bool:
-        doc = await self._request("POST", f"/api/jobs/{job_id}/stop")
-        return bool(doc.get("stopped")) if isinstance(doc, Mapping) else False
+        return answer_flag(await self._request("POST", f"/api/jobs/{path_segment(job_id)}/stop"), "stopped")
 
     # -- logs --------------------------------------------------------------------------------------
 
     async def log_index(self, node_id: str, glob: str | None = None) -> LogIndex:
         params = [("node_id", node_id)] + ([("glob", glob)] if glob else [])
-        data = self._data(await self._get("/api/v0/logs", params), "/api/v0/logs")
-        result = data.get("result") or {}
-        files = {str(k): tuple(map(str, v)) for k, v in result.items() if isinstance(v, list)}
-        return LogIndex(node_id=node_id, files=files)
+        return log_index_of(await self._get("/api/v0/logs", params), node_id)
 
     async def log_bytes(self, where: Sequence[tuple[str, str]], lines: int = -1) -> bytes:
         """A log file (whole, or its last `lines` lines) as bytes: exact offsets, no decoding.
@@ -403,11 +352,12 @@ class DashboardClient:
         """
         params = [*where, ("lines", str(lines)), ("interval", str(interval))]
         url = f"{self.base_url}/api/v0/logs/stream"
+        sendable(params, "/api/v0/logs/stream")
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._timeout.total, sock_read=None)
         try:
             async with self._client().get(url, params=params, timeout=timeout) as resp:
                 if resp.status >= 400:
-                    raise self._http_error(resp.status, "/api/v0/logs/stream", await resp.read())
+                    raise http_error(resp.status, "/api/v0/logs/stream", await resp.read())
                 async for chunk in resp.content.iter_any():
                     yield chunk
         except DashboardError:
@@ -447,3 +397,137 @@ class DashboardClient:
             params.append(("suffix", suffix))
         text = await self._request("GET", "/api/v0/logs/file", params=params, expect_json=False)
         return str(text)
+
+
+# -- URLs ---------------------------------------------------------------------------------------------
+
+
+def path_segment(value: str) -> str:
+    """VALUE as one segment of a URL path, every reserved character quoted ("/", "?" and "#" included).
+    A lone surrogate is sent as its own bytes: it names nothing on the cluster rather than another id.
+
+    Raises NotFound for "", "." and "..": no id is spelled so, and no spelling of them survives a URL
+    library (`/api/jobs/%2E%2E/stop` is resolved to `/api/stop`)."""
+    if value in ("", ".", ".."):
+        raise NotFound(f"not found: {value!r} is not an id the dashboard knows.")
+    return quote(value, safe="", errors="surrogatepass")
+
+
+def sendable(params: Sequence[tuple[str, str]], path: str) -> None:
+    """Refuse query values with no UTF-8 form (a lone surrogate): aiohttp would send them empty, which
+    names another file or filter without a word."""
+    for key, value in params:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise RequestRejected(f"{key} {value!r} cannot be sent to {path}: not valid text.") from None
+
+
+# -- answers ------------------------------------------------------------------------------------------
+
+
+def http_error(status: int, path: str, body: bytes) -> DashboardError:
+    """The error for an HTTP error answer: one line, its reason the last meaningful line of the body."""
+    text = body.decode("utf-8", errors="replace").strip()
+    reason = text
+    try:
+        doc = json.loads(text)
+        if isinstance(doc, Mapping) and doc.get("msg"):
+            reason = str(doc["msg"])
+    except ValueError:
+        pass
+    # Tracebacks end in their message; keep the last meaningful line, never a lone "." or "".
+    lines = [ln.strip() for ln in reason.splitlines() if len(ln.strip()) > 1]
+    reason = lines[-1][:300] if lines else f"HTTP {status}"
+    if status == 401:
+        return AuthenticationRequired(
+            "the cluster uses token authentication: pass --token-file FILE or set RAY_AUTH_TOKEN."
+        )
+    if status == 403:
+        return AuthenticationRejected(
+            "the dashboard rejected the token: check --token-file / RAY_AUTH_TOKEN "
+            "against `ray get-auth-token` on the head."
+        )
+    if status == 404:
+        return NotFound(f"not found: {path} ({reason}).")
+    if status == 429:
+        return RateLimited(
+            f"the dashboard is at its limit of concurrent requests ({reason}); retrying later."
+        )
+    error = RequestRejected(f"the dashboard refused {path} (HTTP {status}): {reason}")
+    error.status = status
+    error.body = text
+    return error
+
+
+def envelope_data(doc: Any, path: str) -> Mapping[str, Any]:
+    """The `data` of a `{result, msg, data}` envelope; `result: false` or another shape is an error."""
+    if not isinstance(doc, Mapping):
+        raise RequestRejected(f"unexpected answer from {path}.")
+    if doc.get("result") is False:
+        reason = " ".join(str(doc.get("msg") or "no reason given").split())[:300]
+        raise RequestRejected(f"the dashboard refused {path}: {reason}")
+    data = doc.get("data")
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise RequestRejected(f"unexpected answer from {path}.")
+    return data
+
+
+def state_listing(doc: Any, path: str, build: Callable[[Mapping[str, Any]], T]) -> Listing[T]:
+    """A state-API list (`/api/v0/actors` ...): the rows BUILD makes of each object, and the truncation."""
+    result = parse.as_mapping(envelope_data(doc, path).get("result"))
+    rows = tuple(build(row) for row in parse.as_list(result.get("result")) if isinstance(row, Mapping))
+    warnings = [result.get("partial_failure_warning"), *parse.as_list(result.get("warnings"))]
+    shown = tuple(" ".join(str(w).split()) for w in warnings if w)
+    return Listing(rows=rows, meta=parse.list_meta(result, len(rows)), warnings=shown)
+
+
+def node_summaries(doc: Any) -> tuple[NodeSnapshot, ...]:
+    """`/nodes?view=summary`: a node with host and GPU stats per object of `data.summary`."""
+    summary = parse.as_list(envelope_data(doc, "/nodes").get("summary"))
+    return tuple(parse.node_from_summary(entry) for entry in summary if isinstance(entry, Mapping))
+
+
+def cluster_status_of(doc: Any) -> ClusterStatus:
+    return ClusterStatus(text=parse.as_str(envelope_data(doc, "/api/cluster_status").get("clusterStatus")))
+
+
+def log_index_of(doc: Any, node_id: str) -> LogIndex:
+    """`/api/v0/logs`: the node's files by kind (entries that are not lists of names are left out)."""
+    result = parse.as_mapping(envelope_data(doc, "/api/v0/logs").get("result"))
+    files = {str(k): tuple(map(str, v)) for k, v in result.items() if isinstance(v, list)}
+    return LogIndex(node_id=node_id, files=files)
+
+
+def version_of(doc: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in doc.items()} if isinstance(doc, Mapping) else {}
+
+
+def auth_mode_of(doc: Any) -> str:
+    return str(doc.get("authentication_mode", "disabled")) if isinstance(doc, Mapping) else "disabled"
+
+
+def jobs_of(doc: Any) -> tuple[JobRow, ...]:
+    """`/api/jobs/`: every job, newest first (anything but a list of objects reads as no jobs)."""
+    rows = [parse.job_row(row) for row in parse.as_list(doc) if isinstance(row, Mapping)]
+    return tuple(sorted(rows, key=lambda j: j.start_time or 0.0, reverse=True))
+
+
+def job_of(doc: Any, job_id: str) -> JobRow:
+    if not isinstance(doc, Mapping):
+        raise RequestRejected(f"unexpected answer for job {job_id!r}.")
+    return parse.job_row(doc)
+
+
+def submission_id_of(doc: Any) -> str:
+    """The id a job submission answered with ("" when the answer has none)."""
+    if not isinstance(doc, Mapping):
+        return ""
+    return parse.as_str(doc.get("submission_id") or doc.get("job_id"))
+
+
+def answer_flag(doc: Any, key: str) -> bool:
+    """A yes/no answer (`{"stopped": true}`); False when the answer is not an object."""
+    return isinstance(doc, Mapping) and bool(doc.get(key))

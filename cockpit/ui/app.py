@@ -31,6 +31,7 @@ from cockpit.ui.screens.help import HelpScreen
 from cockpit.ui.screens.prompts import HostKeyScreen, PassphraseScreen
 from cockpit.ui.state import CockpitState, StateChanged
 from cockpit.ui.widgets.key_hints import key_label
+from cockpit.ui.widgets.safe_text import clean
 
 GC_YOUNG_THRESHOLD = 20_000
 """Allocations between young-generation GC passes (CPython's default is 700). A 1,024-node poll makes
@@ -173,9 +174,8 @@ class CockpitApp(App[int]):
         """Bugs in a worker are reported once here and the feeds go on, instead of killing the app."""
         if event.state == WorkerState.ERROR:
             error = event.worker.error
-            self.notify(
-                f"{event.worker.description or event.worker.name} failed: {error!r}", severity="error"
-            )
+            message = clean(f"{event.worker.description or event.worker.name} failed: {error!r}")
+            self.notify(message, severity="error", markup=False)  # the error may quote cluster text
             if event.worker.group == "cluster-poll" and error is not None:
                 self.cluster_feed.crashed(error)
 

@@ -8,23 +8,34 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
+import asyncssh
+import pytest
+from textual.geometry import Region
 from textual.widgets import DataTable
 
 from cockpit.core import parse
 from cockpit.core.gpu_board import GpuBoard
-from cockpit.core.snapshots import ClusterSnapshot
+from cockpit.core.snapshots import ActorRow, ClusterSnapshot, LogIndex
+from cockpit.core.ssh.errors import UnknownHostKey
 from cockpit.core.targets import parse_target
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.screens.cluster import ClusterScreen
+from cockpit.ui.screens.confirm import ConfirmScreen
 from cockpit.ui.screens.gpus import GpuScreen
 from cockpit.ui.screens.jobs import JobsScreen
+from cockpit.ui.screens.launcher import LaunchScreen
+from cockpit.ui.screens.logs import LogsScreen, actor_items, file_items, node_items
+from cockpit.ui.screens.picker import PickScreen
+from cockpit.ui.screens.prompts import HostKeyScreen, PassphraseScreen
 from cockpit.ui.state import CockpitState, StateChanged
 from cockpit.ui.widgets.join_progress import JoinPanel
 from cockpit.ui.widgets.key_hints import KeyHints
 from cockpit.ui.widgets.node_table import NodeTable
 from cockpit.ui.widgets.status_bar import StatusBar
+from tests.harness.hostile import controls
 from tests.harness.run import until
 
 SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "ray-2.60-samples"
@@ -131,3 +142,244 @@ async def test_the_launcher_refuses_a_malformed_override_with_the_clis_words() -
         assert launcher.plan is not None and launcher.plan.cluster_checked
         assert launcher.plan.request["entrypoint"].endswith("steps=2 step_seconds=0.1")
         assert "steps=2 step_seconds=0.1" in str(launcher.query_one("#preview-text").render())
+
+
+HOSTILE = (
+    "[/data/a.parquet] w[/0] [b]x[/b] [@click=app.quit] "
+    "\x1b]0;owned\x07\x1b[31mred\x1b[K \x9b2J\x07\ud800\t中文🚀"
+)
+"""Cluster text at its worst: markup that does not close, an action link, an OSC title, colours, an erase,
+C1 CSI, a bell, a lone surrogate, a tab, wide characters."""
+
+
+def shown_text(app: CockpitApp) -> str:
+    """Every line every visible widget of the current screen draws (notifications included), run
+    together (a newline would count as a control character)."""
+    lines = []
+    for widget in app.screen.query("*"):
+        if widget.display and widget.size.width and widget.size.height:
+            strips = widget.render_lines(Region(0, 0, widget.size.width, widget.size.height))
+            lines += [strip.text for strip in strips]
+    return "".join(lines)
+
+
+def hostile_state() -> CockpitState:
+    """The fixture state with cluster text replaced by `HOSTILE`: job ids, entrypoints, messages, node
+    names, a death cause, actor names, the Ray version and the connection's detail."""
+    state = fixture_state()
+    assert state.snapshot is not None and state.info is not None
+    jobs = tuple(
+        replace(
+            job,
+            submission_id=f"{job.submission_id}{HOSTILE}",
+            entrypoint=f"python -m train data.files=[/data/a.parquet] {HOSTILE}",
+            message=HOSTILE,
+        )
+        for job in state.snapshot.jobs
+    )
+    nodes = tuple(replace(node, hostname=f"{HOSTILE}{i}") for i, node in enumerate(state.snapshot.nodes))
+    nodes = (*nodes[:-1], replace(nodes[-1], state="DEAD", state_message=HOSTILE))
+    with_gpu = next(n for n in nodes if n.gpus)
+    actors = [
+        ActorRow(
+            actor_id="a" * 32,
+            class_name=f"Rollout{HOSTILE}",
+            name=f"w[/0]{HOSTILE}",
+            state="ALIVE",
+            job_id="02000000",
+            node_id=with_gpu.node_id,
+            pid=with_gpu.gpus[0].processes[0].pid,
+            num_restarts=0,
+            required_resources={"GPU": 1.0},
+        )
+    ]
+    state.snapshot = replace(state.snapshot, nodes=nodes, jobs=jobs)
+    state.info = replace(state.info, ray_version=HOSTILE)
+    state.connection.detail = HOSTILE
+    board = GpuBoard()
+    board.ingest_nodes(nodes, job_running=True, local_time=time.time())
+    board.ingest_actors(actors)
+    state.gpu_board, state.gpu_fleet = board, board.fleet()
+    return state
+
+
+async def test_hostile_cluster_text_shows_as_text_on_every_screen() -> None:
+    state = hostile_state()
+    app = CockpitApp(state.target, state=state, offline=True)
+    async with app.run_test(size=(160, 50), notifications=True) as pilot:
+        # Cluster screen: node names and a death cause in the table, entrypoints in the jobs strip.
+        assert isinstance(app.screen, ClusterScreen)
+        await pilot.pause()
+        shown = shown_text(app)
+        assert controls(shown) == []
+        assert "[/data/a.parquet] w[/0] [b]x[/b]" in shown  # markup shown as typed, never parsed
+
+        # Jobs screen: every cell, then the questions and notices that name a job.
+        await pilot.press("4")
+        assert isinstance(app.screen, JobsScreen)
+        await pilot.pause()
+        shown = shown_text(app)
+        assert controls(shown) == []
+        assert "data.files=[/data/a.parquet]" in shown
+        await pilot.press("s")  # the first job has ended: a notice names it
+        await pilot.pause()
+        shown = shown_text(app)
+        assert controls(shown) == []
+        assert "▌ cockpit-test-1[/data/a.parquet] w[/0]" in shown  # the notice, its job id as typed
+        await pilot.press("d")  # delete it? a question names it
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        assert controls(shown_text(app)) == [] and "w[/0]" in shown_text(app)
+        await pilot.press("n")
+        await pilot.press("down", "down", "s")  # the running job: stop it?
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        assert controls(shown_text(app)) == []
+        await pilot.press("n")
+
+        # GPU screen: the list (node names, the death cause, actor names), then the heatmap's legend.
+        await pilot.press("2")
+        assert isinstance(app.screen, GpuScreen)
+        await pilot.pause()
+        shown = shown_text(app)
+        assert controls(shown) == []
+        assert "w[/0]" in shown
+        await pilot.press("v")
+        for key in ("right", "down", "right", "down"):
+            await pilot.press(key)
+            await pilot.pause()
+            assert controls(shown_text(app)) == []
+
+
+async def test_hostile_cluster_text_on_the_logs_screen_and_its_pickers() -> None:
+    state = hostile_state()
+    assert state.snapshot is not None
+    app = CockpitApp(state.target, state=state, offline=True)
+    async with app.run_test(size=(160, 50), notifications=True) as pilot:
+        await pilot.press("5")
+        assert isinstance(app.screen, LogsScreen)
+        logs = app.screen
+        await pilot.pause()
+        # The sources line names the job (offline, its stream fails: the event says so, as text).
+        assert logs.job is not None and logs.job.key.startswith("cockpit-test-3")
+        shown = shown_text(app)
+        assert controls(shown) == []
+        assert "cockpit-test-3[/data/a.parquet] w[/0] [b]x[/b]" in shown
+
+        # The first error's banner quotes the line.
+        logs.view.append("w[/0]\x1b]0;t\x07", f"Traceback (most recent call last):\nValueError: {HOSTILE}\n")
+        await pilot.pause()
+        shown = shown_text(app)
+        assert controls(shown) == []
+        assert "ValueError: [/data/a.parquet] w[/0]" in shown
+
+        # The job picker: ids and entrypoints as typed, filtered as typed.
+        await pilot.press("j")
+        await pilot.pause()
+        assert isinstance(app.screen, PickScreen)
+        shown = shown_text(app)
+        assert controls(shown) == [] and "cockpit-test-2[/data/a.parquet] w[/0]" in shown
+        await pilot.press("[", "/")
+        await pilot.pause()
+        assert controls(shown_text(app)) == []
+        await pilot.press("escape")
+        await pilot.pause()
+
+        # Actor, node and file pickers, from what the dashboard would list.
+        node = state.snapshot.nodes[0]
+        actor = ActorRow(
+            actor_id="b" * 32,
+            class_name=f"[/x]{HOSTILE}",
+            name=f"w[/0]{HOSTILE}",
+            state="ALIVE",
+            job_id="02000000",
+            node_id=node.node_id,
+            pid=1,
+            num_restarts=0,
+        )
+        index = LogIndex(
+            node_id=node.node_id, files={f"[/k]{HOSTILE}": (f"w[/0]{HOSTILE}.log", "raylet.out")}
+        )
+        for title, items in (
+            ("Add which actor's log?", actor_items([actor])),
+            ("Which node?", node_items(state.snapshot.nodes)),
+            (f"Which file of {HOSTILE}?", file_items(index)),
+        ):
+            app.push_screen(PickScreen(title, items))
+            await pilot.pause()
+            shown = shown_text(app)
+            assert controls(shown) == [], title
+            assert "w[/0]" in shown
+            await pilot.press("escape")
+            await pilot.pause()
+
+
+async def test_launcher_shows_profiles_and_checks_as_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Profiles are files anyone may share: names, descriptions, entrypoints and the problems of a broken
+    one show as typed, in the list, the preview and the notice that refuses to submit."""
+    profiles_dir = tmp_path / "profiles"
+    profiles_dir.mkdir()
+    (profiles_dir / "hostile.yaml").write_text(
+        'name: "w[/0]"\n'
+        'description: "[/x] \\e]0;owned\\a\\e[31mred \\x9b2J"\n'
+        'entrypoint: "python3 train.py"\n'
+        "overrides:\n"
+        '  - "data.files=[/data/a.parquet]"\n'
+        "cluster: {nodes: 64, gpus_per_node: 8}\n",
+        encoding="utf-8",
+    )
+    (profiles_dir / "broken.yaml").write_text('name: "[/y]"\nbogus_key: "\\e[2J"\n', encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    state = hostile_state()
+    app = CockpitApp(state.target, state=state, offline=True)
+    async with app.run_test(size=(160, 50), notifications=True) as pilot:
+        await pilot.press("4", "n")
+        await pilot.pause()
+        assert isinstance(app.screen, LaunchScreen)
+        await pilot.press(*"w[/0]")
+        await pilot.pause()
+        shown = shown_text(app)
+        assert controls(shown) == []
+        assert "w[/0]" in shown and "data.files=[/data/a.parquet]" in shown and "[/x]" in shown
+        await pilot.press("ctrl+s")  # 64 nodes asked of a 3-node cluster: refused, and the notice says why
+        await pilot.pause()
+        assert controls(shown_text(app)) == []
+        await pilot.press(*"zzz")  # no profile matches: the broken file's problem is shown
+        await pilot.pause()
+        shown = shown_text(app)
+        assert controls(shown) == [] and "no profile matches" in shown
+
+
+async def test_a_failing_worker_is_reported_as_text() -> None:
+    """A bug in a worker is reported in a notice; its error text may quote cluster text."""
+    app = CockpitApp(parse_target("http://127.0.0.1:1"), state=fixture_state(), offline=True)
+    async with app.run_test(size=(160, 50), notifications=True) as pilot:
+
+        def fails() -> None:
+            raise ValueError(HOSTILE)
+
+        worker = app.run_worker(fails, thread=True, exit_on_error=False, description="reading w[/0]")
+        while not worker.is_finished:
+            await pilot.pause()
+        await pilot.pause()
+        shown = shown_text(app)
+        assert controls(shown) == []
+        assert "reading w[/0] failed" in shown
+
+
+async def test_connection_questions_show_names_as_text(tmp_path: Path) -> None:
+    """The host key question and the passphrase prompt name hosts and paths as typed."""
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    unknown = UnknownHostKey("unknown host key", "w[/0].example", 22, key, tmp_path / "[/k]" / "known_hosts")
+    app = CockpitApp(parse_target("http://127.0.0.1:1"), state=fixture_state(), offline=True)
+    async with app.run_test(size=(160, 50)) as pilot:
+        app.push_screen(HostKeyScreen(unknown))
+        await pilot.pause()
+        shown = shown_text(app)
+        assert "w[/0].example" in shown and "[/k]" in shown
+        await pilot.press("n")
+        app.push_screen(PassphraseScreen("Passphrase for /home/u/[/k]/id_ed25519 [b]:"))
+        await pilot.pause()
+        assert "/home/u/[/k]/id_ed25519 [b]:" in shown_text(app)

@@ -12,14 +12,17 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from rich.style import Style
 from textual.app import App, ComposeResult
 
 from cockpit.core import parse
-from cockpit.core.gpu_board import GpuBoard, GpuFleet
+from cockpit.core.gpu_board import GpuBoard, GpuFleet, SortKey
 from cockpit.core.snapshots import ActorRow, NodeSnapshot
-from cockpit.ui.widgets.gpu_heatmap import CLASSES, EMPTY, GpuHeatmap
+from cockpit.ui.widgets.gpu_heatmap import CLASSES, EMPTY, GpuHeatmap, cursor_detail
 from cockpit.ui.widgets.gpu_list import GpuList
+from tests.harness.hostile import controls, hostile_cluster
 from tests.harness.synthetic import T0, synthetic_actors, synthetic_nodes
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
@@ -233,3 +236,30 @@ async def test_heatmap_clicks_reach_the_lower_node_of_a_row() -> None:
         assert heatmap.cursor == (1, 1)
         await pilot.click(GpuHeatmap, offset=(6 + 5 + 1, 0))  # again: the lower node
         assert heatmap.cursor == (1 + per_line, 1)
+
+
+async def test_list_and_heatmap_show_any_cluster_text_as_text() -> None:
+    """Host names, IPs, node ids, death causes, GPU models and actor names from a hostile cluster: every
+    row of the list, sorted and flat, and the heatmap's detail line draw without a control character."""
+    gpu_list = GpuList()
+    async with Host(gpu_list).run_test(size=(160, 30)):
+
+        @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+        @given(
+            hostile_cluster(), st.sampled_from(["node", "util", "memory"]), st.sampled_from([80, 120, 200])
+        )
+        def check(
+            cluster: tuple[tuple[NodeSnapshot, ...], list[ActorRow]], sort: SortKey, width: int
+        ) -> None:
+            nodes, actors = cluster
+            board = GpuBoard()
+            board.ingest_nodes(nodes, job_running=True, local_time=T0)
+            board.ingest_actors(actors)
+            fleet = board.fleet()
+            gpu_list.show(fleet, sort, "", board.history, now=T0)
+            for line in gpu_list.text_lines():
+                assert controls(line) == [], line
+            for row in fleet.rows:
+                assert controls(cursor_detail(fleet, row).plain) == []
+
+        check()

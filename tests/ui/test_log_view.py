@@ -15,6 +15,7 @@ from textual.pilot import Pilot
 
 from cockpit.ui.widgets.log_text import display_plain, display_width, line_text
 from cockpit.ui.widgets.log_view import CONTEXT_ROWS, LogView
+from tests.harness.hostile import controls
 
 SIZE = (100, 30)
 TRACEBACK = [
@@ -371,3 +372,36 @@ async def test_search_and_errors_stay_within_the_filter() -> None:
         assert view.cursor is not None and view.cursor.text == "rollout ERROR cuda error"
         await pilot.press("e")  # the trainer's error is filtered out: back to the same one
         assert view.cursor is not None and view.cursor.text == "rollout ERROR cuda error"
+
+
+HOSTILE_LINES = [
+    "\x1b[K",
+    "\x1b[A\x1b[A 3/10 [00:01<00:02]",
+    "10%|█   |\r20%|██  |",
+    "\x1b]0;owned\x07title changed",
+    "half an escape \x1b[",
+    "lone escape \x1b",
+    "\x9b31m C1 CSI \x85 \x90",
+    "surrogate \ud800 here",
+    "[b]not bold[/b] [/0] [red]",
+    "\x1b[31mred\x1b[K then \tTab and wide 中文🚀 " + "x" * 150,
+]
+
+
+async def test_hostile_lines_and_sources_render_as_text() -> None:
+    app = LogApp()
+    async with app.run_test(size=(120, 60)) as pilot:
+        view = await started(pilot)
+        for source in ("w[/0]", "evil\x1b]0;owned\x07\x9b2J", "driver"):
+            view.append(source, "\n".join(HOSTILE_LINES) + "\n")
+        view.append("driver", b"\xff\xfe bad bytes \xc2\x9b\n")
+        view.follow = False
+        for wrap, scroll_x in ((False, 0), (False, 7), (True, 0)):
+            view.wrap = wrap
+            view.scroll_to(x=scroll_x, y=0, animate=False)
+            await pilot.pause()
+            assert view.virtual_size.height <= view.scrollable_content_region.height  # every row on screen
+            for y in range(view.virtual_size.height):
+                text = view.render_line(y).text
+                assert controls(text) == [], (wrap, scroll_x, y, text)
+        assert screen_text(view)[0].startswith("[w[/0]]")

@@ -24,6 +24,7 @@ from cockpit.core.gpu_agents import AgentFailed, AgentReading, LocalAgent, SshAg
 from cockpit.core.snapshots import NodeSnapshot
 from cockpit.ui.feeds import start_worker
 from cockpit.ui.state import StateChanged
+from cockpit.ui.widgets.safe_text import clean
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -197,4 +198,5 @@ class HighResFeed:
         self.state.gpu_board.stop_agent()
         self.gpus.changed()
         self._say(notice)
-        self.app.notify(notice, title="GPU agent", severity="warning", timeout=12)
+        # The notice quotes why the agents failed (remote error text).
+        self.app.notify(clean(notice), title="GPU agent", severity="warning", timeout=12, markup=False)

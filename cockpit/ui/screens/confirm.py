@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -25,7 +26,9 @@ class ConfirmScreen(ModalScreen[bool]):
         Binding("n,escape", "answer(False)", "No", id="confirm.no"),
     ]
 
-    def __init__(self, question: str, yes_label: str = "Yes") -> None:
+    def __init__(self, question: Text, yes_label: str = "Yes") -> None:
+        """QUESTION is `Text`, never markup: it names things from the cluster (build it with
+        `safe_text.plain`)."""
         super().__init__()
         self.question = question
         self.yes_label = yes_label

@@ -20,9 +20,10 @@ from cockpit.ui.messages import HighResToggled
 from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.state import Topic
 from cockpit.ui.widgets import gpu_cells as cells
-from cockpit.ui.widgets.gpu_heatmap import GpuHeatmap
+from cockpit.ui.widgets.gpu_heatmap import GpuHeatmap, cursor_detail
 from cockpit.ui.widgets.gpu_list import GpuList
 from cockpit.ui.widgets.key_hints import KeyHints
+from cockpit.ui.widgets.safe_text import clean
 from cockpit.ui.widgets.text_line import TextLine
 
 HEATMAP_FROM = 256
@@ -150,7 +151,7 @@ class GpuScreen(CockpitScreen):
     def show_notice(self) -> None:
         notice = self.query_one("#gpu-notice", TextLine)
         news = self.state.high_res
-        notice.show(Text(news.text, no_wrap=True, overflow="ellipsis"))
+        notice.show(Text(clean(news.text), no_wrap=True, overflow="ellipsis"))  # an agent's error text
         notice.set_class(bool(news.text), "shown")
         notice.set_class(news.error, "error")
 
@@ -215,27 +216,7 @@ class GpuScreen(CockpitScreen):
     def _cursor_moved(self, event: GpuHeatmap.CursorMoved) -> None:
         heatmap = event.heatmap
         legend = heatmap.legend()
-        row = event.row
-        fleet = heatmap.fleet
-        if row is not None and fleet is not None:
+        if event.row is not None and heatmap.fleet is not None:
             legend.append("\n")
-            node = row.node
-            where = f"{node.hostname or node.ip} ({node.ip}) GPU {cells.gpu_label(row.gpu_index)}: "
-            legend.append(where, style="bold")
-            gpu = row.gpu
-            if not node.alive:
-                legend.append(f"node dead: {node.state_message or 'no reason given'}", style="red")
-            elif gpu is None:
-                legend.append("no GPU telemetry (logical GPU)")
-            else:
-                age = fleet.age(row, fleet.now())
-                memory = cells.memory(gpu.memory_used_mib, gpu.memory_total_mib)
-                legend.append(
-                    f"{cells.util_text(gpu.utilization)} · {memory} · {cells.watts(gpu.power_w)}"
-                    f" · {cells.celsius(gpu.temperature_c)} · {cells.age(age)} ago"
-                )
-                actors = fleet.actors_on(row)
-                if actors:
-                    legend.append(" · " + ", ".join(a.label for a in actors))
-                legend.append(" · Enter opens the node", style="dim")
+            legend.append_text(cursor_detail(heatmap.fleet, event.row))
         self.query_one("#gpu-legend", TextLine).show(legend)

@@ -20,6 +20,7 @@ from cockpit.ui.screens.confirm import ConfirmScreen
 from cockpit.ui.screens.launcher import LaunchScreen
 from cockpit.ui.widgets.jobs_strip import STATUS_STYLE
 from cockpit.ui.widgets.key_hints import KeyHints
+from cockpit.ui.widgets.safe_text import clean, plain
 
 COLUMNS = (
     ("job", "Job"),
@@ -41,16 +42,18 @@ def short_entrypoint(entrypoint: str, width: int = 48) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def job_cells(job: JobRow, now: float) -> dict[str, str | Text]:
+def job_cells(job: JobRow, now: float) -> dict[str, Text]:
+    """The cells of one job's row, by column key: all `Text`, since a `str` cell is read as markup and
+    every string here but the times came from the cluster."""
     end = job.end_time or now
     return {
-        "job": job.key,
-        "status": Text(job.status, style=STATUS_STYLE.get(job.status, "")),
-        "entrypoint": short_entrypoint(job.entrypoint),
-        "started": ago(now - job.start_time) if job.start_time else "-",
-        "duration": duration(end - job.start_time) if job.start_time else "-",
-        "driver": job.driver_node_id[:8],
-        "message": " ".join(job.message.split())[:80],
+        "job": plain(job.key),
+        "status": plain(job.status, STATUS_STYLE.get(job.status, "")),
+        "entrypoint": plain(short_entrypoint(clean(job.entrypoint))),
+        "started": Text(ago(now - job.start_time) if job.start_time else "-"),
+        "duration": Text(duration(end - job.start_time) if job.start_time else "-"),
+        "driver": plain(job.driver_node_id[:8]),
+        "message": plain(" ".join(clean(job.message).split())[:80]),
     }
 
 
@@ -68,7 +71,7 @@ class JobsScreen(CockpitScreen):
     ]
 
     def compose_body(self) -> ComposeResult:
-        table: DataTable[str | Text] = DataTable(id="jobs-table", cursor_type="row", zebra_stripes=True)
+        table: DataTable[Text] = DataTable(id="jobs-table", cursor_type="row", zebra_stripes=True)
         yield table
         yield KeyHints(self, id="jobs-hint")
 
@@ -117,7 +120,7 @@ class JobsScreen(CockpitScreen):
     def action_launch(self, preselect: str | None = None, overrides: tuple[str, ...] = ()) -> None:
         def launched(submission_id: str | None) -> None:
             if submission_id:
-                self.notify(f"submitted {submission_id}")
+                self.notify(clean(f"submitted {submission_id}"), markup=False)
                 self.post_message(RefreshRequested())
 
         self.app.push_screen(LaunchScreen(preselect, overrides), launched)
@@ -141,14 +144,15 @@ class JobsScreen(CockpitScreen):
         if job is None:
             return
         if job.terminal:
-            self.notify(f"{job.key} already ended ({job.status})", severity="warning")
+            self.notify(clean(f"{job.key} already ended ({job.status})"), severity="warning", markup=False)
             return
 
         def answered(yes: bool | None) -> None:
             if yes:
                 self._job_call("stop", job.key)
 
-        self.app.push_screen(ConfirmScreen(f"Stop job [b]{job.key}[/b]?", "Stop"), answered)
+        question = Text.assemble("Stop job ", plain(job.key, "bold"), "?")
+        self.app.push_screen(ConfirmScreen(question, "Stop"), answered)
 
     def action_delete(self) -> None:
         job = self.current_job()
@@ -162,9 +166,8 @@ class JobsScreen(CockpitScreen):
             if yes:
                 self._job_call("delete", job.key)
 
-        self.app.push_screen(
-            ConfirmScreen(f"Delete job [b]{job.key}[/b] and its record on the cluster?", "Delete"), answered
-        )
+        question = Text.assemble("Delete job ", plain(job.key, "bold"), " and its record on the cluster?")
+        self.app.push_screen(ConfirmScreen(question, "Delete"), answered)
 
     @work(group="job-action", exit_on_error=False, description="Stopping or deleting a job")
     async def _job_call(self, verb: str, job_id: str) -> None:
@@ -175,9 +178,9 @@ class JobsScreen(CockpitScreen):
             else:
                 await client.delete_job(job_id)
         except CockpitError as exc:
-            self.notify(f"{verb} {job_id} failed: {exc}", severity="error")
+            self.notify(clean(f"{verb} {job_id} failed: {exc}"), severity="error", markup=False)
             return
-        self.notify(f"{job_id}: {'stop requested' if verb == 'stop' else 'deleted'}")
+        self.notify(clean(f"{job_id}: {'stop requested' if verb == 'stop' else 'deleted'}"), markup=False)
         self.post_message(RefreshRequested())
 
     def action_driver_log(self) -> None:

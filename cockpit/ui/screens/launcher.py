@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from rich.markup import escape
+from rich.text import Text
 from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -16,9 +18,11 @@ from textual.widgets.option_list import Option
 
 from cockpit.core import launch, profiles
 from cockpit.core.errors import CockpitError
+from cockpit.core.preflight import Check
 from cockpit.ui.state import CockpitHost, host_of
+from cockpit.ui.widgets.safe_text import clean, plain
 
-MARKS = {"ok": "[green]✔[/]", "fail": "[red]✘[/]", "warn": "[yellow]![/]", "info": "[dim]·[/]"}
+MARKS = {"ok": ("✔", "green"), "fail": ("✘", "red"), "warn": ("!", "yellow"), "info": ("·", "dim")}
 
 
 def fuzzy_score(query: str, text: str) -> int | None:
@@ -42,6 +46,27 @@ def arrows_move_list(event: events.Key, in_filter: bool, options: OptionList) ->
         else:
             options.action_cursor_down()
         event.stop()
+
+
+def preview_text(
+    profile: profiles.Profile, request: Mapping[str, Any], checks: Sequence[Check], force: bool
+) -> Text:
+    """What the preview pane shows: the profile, the exact request, the pre-flight checklist. Profiles are
+    shared files and overrides are typed: all of it is plain text (`Text`, never markup)."""
+    lines = [Text.assemble(plain(profile.name, "bold"), "  ", plain(profile.description)), Text()]
+    lines += [Text("entrypoint", style="bold"), plain(request["entrypoint"])]
+    if request.get("runtime_env"):
+        runtime_env = json.dumps(request["runtime_env"], indent=1)
+        lines += [Text(), Text("runtime_env", style="bold"), *map(plain, runtime_env.splitlines())]
+    lines += [Text(), Text("pre-flight", style="bold")]
+    lines += [Text.assemble(MARKS[c.status], " ", plain(f"{c.name}: {c.detail}")) for c in checks]
+    if any(c.blocking for c in checks):
+        lines.append(
+            Text("forced: will submit anyway", style="bold red")
+            if force
+            else Text("blocked (ctrl+f forces)", style="red")
+        )
+    return Text("\n").join(lines)
 
 
 class LaunchScreen(ModalScreen[str | None]):
@@ -82,7 +107,9 @@ class LaunchScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static("[b]Launch a job[/b]  (type to filter profiles)", id="launch-title")
+            yield Static(
+                Text.assemble(("Launch a job", "bold"), "  (type to filter profiles)"), id="launch-title"
+            )
             yield Input(placeholder="filter profiles…", id="filter", compact=True)
             with Horizontal(id="launch-body"):
                 yield OptionList(id="profile-list")
@@ -118,7 +145,9 @@ class LaunchScreen(ModalScreen[str | None]):
         options.clear_options()
         for _score, _name, profile in ranked:
             shape = f"{profile.cluster.nodes}x{profile.cluster.gpus_per_node}"
-            options.add_option(Option(f"{escape(profile.name)}  [dim]{shape}[/]", id=profile.name))
+            options.add_option(
+                Option(Text.assemble(plain(profile.name), "  ", (shape, "dim")), id=profile.name)
+            )
         if ranked:
             index = 0
             if self.preselect:
@@ -151,30 +180,18 @@ class LaunchScreen(ModalScreen[str | None]):
         self.plan, self.problem = None, ""
         profile = self.selected()
         if profile is None:
-            text.update("no profile matches" + "".join(f"\n[red]{escape(p)}[/]" for p in self.problems))
+            problems = [Text.assemble("\n", plain(problem, "red")) for problem in self.problems]
+            text.update(Text.assemble("no profile matches", *problems))
             return
         snapshot = self.host.state.snapshot
         try:
             plan = launch.plan(profile, self.extra_overrides(), snapshot.nodes if snapshot else None)
         except CockpitError as exc:
             self.problem = str(exc)
-            text.update(f"[b]{escape(profile.name)}[/b]\n\n[red]{escape(self.problem)}[/]")
+            text.update(Text.assemble(plain(profile.name, "bold"), "\n\n", plain(self.problem, "red")))
             return
         self.plan = plan
-        request = plan.request
-        lines = [f"[b]{escape(profile.name)}[/b]  {escape(profile.description)}", ""]
-        lines.append("[b]entrypoint[/b]")
-        lines.append(escape(request["entrypoint"]))
-        if request.get("runtime_env"):
-            lines += ["", "[b]runtime_env[/b]", escape(json.dumps(request["runtime_env"], indent=1))]
-        lines += ["", "[b]pre-flight[/b]"]
-        lines += [f"{MARKS[c.status]} {escape(c.name)}: {escape(c.detail)}" for c in plan.checks]
-        if plan.blocking:
-            state = (
-                "[b red]forced: will submit anyway[/]" if self.force else "[red]blocked (ctrl+f forces)[/]"
-            )
-            lines.append(state)
-        text.update("\n".join(lines))
+        text.update(preview_text(profile, plan.request, plan.checks, self.force))
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
@@ -220,13 +237,12 @@ class LaunchScreen(ModalScreen[str | None]):
             self._preview()
             plan = self.plan
         if plan is None:
-            self.notify(f"not submitted: {self.problem}", severity="error", timeout=8, markup=False)
+            self.notify(clean(f"not submitted: {self.problem}"), severity="error", timeout=8, markup=False)
             return
         if plan.blocking and not self.force:
             first = plan.blocking[0]
-            self.notify(
-                f"not submitted: {first.name}: {first.detail}", severity="error", timeout=8, markup=False
-            )
+            message = clean(f"not submitted: {first.name}: {first.detail}")
+            self.notify(message, severity="error", timeout=8, markup=False)
             return
         self._submit(plan, self.force)
 
@@ -235,6 +251,6 @@ class LaunchScreen(ModalScreen[str | None]):
         try:
             submission_id = await launch.submit(await self.host.dashboard(), plan, force=force)
         except CockpitError as exc:
-            self.notify(f"not submitted: {exc}", severity="error", timeout=10, markup=False)
+            self.notify(clean(f"not submitted: {exc}"), severity="error", timeout=10, markup=False)
             return
         self.dismiss(submission_id)

@@ -12,7 +12,7 @@ import re
 import time
 from pathlib import Path
 
-from rich.markup import escape
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -21,15 +21,62 @@ from textual.worker import Worker
 
 from cockpit.core.errors import CockpitError
 from cockpit.core.log_sources import LogSource, LogTail
-from cockpit.core.snapshots import JobRow
+from cockpit.core.snapshots import ActorRow, JobRow, LogIndex, NodeSnapshot
 from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.screens.picker import PickScreen
 from cockpit.ui.widgets.key_hints import KeyHints
 from cockpit.ui.widgets.log_view import LogView
+from cockpit.ui.widgets.safe_text import clean, plain
 
 MAX_STREAMS = 4
 """Open log streams at once: each holds one of the dashboard's 100 concurrent state requests."""
 START_LINES = 1000
+
+
+# The pickers' items: (id, label). Ids, names, entrypoints and file names are the cluster's, so every
+# label is `Text` (never markup) with its control characters replaced.
+
+
+def job_items(jobs: list[JobRow]) -> list[tuple[str, Text]]:
+    return [
+        (j.key, Text.assemble(plain(j.key), "  ", plain(f"{j.status}  {j.entrypoint[-50:]}", "dim")))
+        for j in jobs
+    ]
+
+
+def actor_items(actors: list[ActorRow]) -> list[tuple[str, Text]]:
+    """Each actor's stdout and stderr, by class then name."""
+    items = []
+    for actor in sorted(actors, key=lambda a: (a.class_name, a.name)):
+        name = plain(actor.name or actor.actor_id[:8])
+        for suffix, stream in (("out", "stdout"), ("err", "stderr")):
+            label = Text.assemble(name, "  ", plain(f"{actor.class_name} {stream}", "dim"))
+            items.append((f"{actor.actor_id}:{suffix}", label))
+    return items
+
+
+def node_items(nodes: list[NodeSnapshot] | tuple[NodeSnapshot, ...]) -> list[tuple[str, Text]]:
+    return [
+        (
+            n.node_id,
+            Text.assemble(
+                plain(f"{n.node_id[:8]}{' (head)' if n.is_head else ''}"),
+                "  ",
+                plain(f"{n.hostname} {n.ip}", "dim"),
+            ),
+        )
+        for n in nodes
+    ]
+
+
+def file_items(index: LogIndex) -> list[tuple[str, Text]]:
+    """Every file of a node's log index (directories left out), by kind."""
+    return [
+        (name, Text.assemble(plain(name), "  ", plain(kind, "dim")))
+        for kind, names in sorted(index.files.items())
+        for name in names
+        if not name.endswith("/")
+    ]
 
 
 class LogsScreen(CockpitScreen):
@@ -127,7 +174,9 @@ class LogsScreen(CockpitScreen):
         """Follow `job`'s driver log alone, from its last lines."""
         self.job = job
         if not job.driver_node_id:
-            self.notify(f"{job.key} has no driver log yet ({job.status})", severity="warning")
+            self.notify(
+                clean(f"{job.key} has no driver log yet ({job.status})"), severity="warning", markup=False
+            )
             return
         self._set_sources([LogSource.driver(job)])
 
@@ -162,7 +211,7 @@ class LogsScreen(CockpitScreen):
             job = f"{self.job.key} · " if self.job else ""
             dropped = f" · {self.view.dropped} older lines dropped" if self.view.dropped else ""
             text = f"{job}{labels}{dropped}" + (f" · {self.event}" if self.event else "")
-        self.query_one("#log-sources", Static).update(text)
+        self.query_one("#log-sources", Static).update(plain(text))  # ids, actor and file names, errors
 
     # -- streams -------------------------------------------------------------------------------
 
@@ -220,8 +269,14 @@ class LogsScreen(CockpitScreen):
     def _first_error(self, message: LogView.FirstError) -> None:
         banner = self.query_one("#log-banner", Static)
         banner.update(
-            f"[b]⚠ first exception[/b] at line {message.line.number + 1}: {escape(message.line.plain[:100])}"
-            " · press [b]e[/b] to jump to it"
+            Text.assemble(
+                ("⚠ first exception", "bold"),
+                f" at line {message.line.number + 1}: ",
+                plain(message.line.plain[:100]),
+                " · press ",
+                ("e", "bold"),
+                " to jump to it",
+            )
         )
         banner.add_class("shown")
 
@@ -250,12 +305,12 @@ class LogsScreen(CockpitScreen):
         text = event.value
         if self.input_mode == "search":
             if text and self.view.search(text) is None:
-                self.notify(f"{text!r} is not in the log", severity="warning")
+                self.notify(f"{text!r} is not in the log", severity="warning", markup=False)
         else:
             try:
                 shown = self.view.set_filter(text or None)
             except re.error as exc:
-                self.notify(f"not a regex: {exc}", severity="error")
+                self.notify(clean(f"not a regex: {exc}"), severity="error", markup=False)
                 return
             if text:
                 self.notify(f"showing {shown} matching lines (& then Enter on an empty line shows all)")
@@ -267,7 +322,7 @@ class LogsScreen(CockpitScreen):
         if not jobs:
             self.notify("no job has a driver log yet", severity="warning")
             return
-        items = [(j.key, f"{escape(j.key)}  [dim]{j.status}  {escape(j.entrypoint[-50:])}[/]") for j in jobs]
+        items = job_items(jobs)
 
         def chosen(key: str | None) -> None:
             job = next((j for j in jobs if j.key == key), None)
@@ -285,21 +340,16 @@ class LogsScreen(CockpitScreen):
                 filters.append(("job_id", "=", self.job.job_id))
             actors = (await client.actors(filters=filters, limit=1000)).rows
         except CockpitError as exc:
-            self.notify(f"cannot list actors: {exc}", severity="error")
+            self.notify(clean(f"cannot list actors: {exc}"), severity="error", markup=False)
             return
         actors = tuple(a for a in actors if a.class_name != "JobSupervisor")
         if not actors:
             self.notify("no live actor in this job", severity="warning")
             return
-        items = []
-        for actor in sorted(actors, key=lambda a: (a.class_name, a.name)):
-            name = actor.name or actor.actor_id[:8]
-            items.append((f"{actor.actor_id}:out", f"{escape(name)}  [dim]{actor.class_name} stdout[/]"))
-            items.append((f"{actor.actor_id}:err", f"{escape(name)}  [dim]{actor.class_name} stderr[/]"))
         title = "Which actor's log, alone?" if alone else "Add which actor's log?"
-        choice = await self.app.push_screen_wait(PickScreen(title, items))
+        choice = await self.app.push_screen_wait(PickScreen(title, actor_items(list(actors))))
         if choice:
-            actor_id, suffix = choice.split(":")
+            actor_id, suffix = choice.rsplit(":", 1)
             actor = next(a for a in actors if a.actor_id == actor_id)
             if alone:
                 self._set_sources([LogSource.actor(actor, suffix)])
@@ -312,30 +362,18 @@ class LogsScreen(CockpitScreen):
             client = await self.host.dashboard()
             nodes = [n for n in (await client.node_table()).rows if n.alive]
         except CockpitError as exc:
-            self.notify(f"cannot list nodes: {exc}", severity="error")
+            self.notify(clean(f"cannot list nodes: {exc}"), severity="error", markup=False)
             return
-        node_items = [
-            (
-                n.node_id,
-                f"{n.node_id[:8]}{' (head)' if n.is_head else ''}  [dim]{escape(n.hostname)} {n.ip}[/]",
-            )
-            for n in nodes
-        ]
-        node_id = await self.app.push_screen_wait(PickScreen("Which node?", node_items))
+        node_id = await self.app.push_screen_wait(PickScreen("Which node?", node_items(nodes)))
         if not node_id:
             return
         try:
             index = await client.log_index(node_id)
         except CockpitError as exc:
-            self.notify(f"cannot list the node's logs: {exc}", severity="error")
+            self.notify(clean(f"cannot list the node's logs: {exc}"), severity="error", markup=False)
             return
-        file_items = [
-            (name, f"{escape(name)}  [dim]{kind}[/]")
-            for kind, names in sorted(index.files.items())
-            for name in names
-            if not name.endswith("/")
-        ]
-        filename = await self.app.push_screen_wait(PickScreen(f"Which file of {node_id[:8]}?", file_items))
+        title = f"Which file of {node_id[:8]}?"
+        filename = await self.app.push_screen_wait(PickScreen(title, file_items(index)))
         if filename:
             self._add_source(LogSource.file(node_id, filename))
 
@@ -347,4 +385,4 @@ class LogsScreen(CockpitScreen):
         label = "-".join(re.sub(r"[^\w.-]+", "_", s.label) for s in self.sources) or "log"
         path = Path.cwd() / f"cockpit-{label[:80]}-{time.strftime('%Y%m%d-%H%M%S')}.log"
         count = self.view.save(path)
-        self.notify(f"saved {count} lines to {path}")
+        self.notify(clean(f"saved {count} lines to {path}"), markup=False)

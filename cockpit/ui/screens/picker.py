@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rich.markup import escape
+from rich.text import Text
 from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -12,6 +12,7 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from cockpit.ui.screens.launcher import arrows_move_list, fuzzy_score
+from cockpit.ui.widgets.safe_text import plain
 
 
 class PickScreen(ModalScreen[str | None]):
@@ -26,8 +27,9 @@ class PickScreen(ModalScreen[str | None]):
     """
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="pick.cancel")]
 
-    def __init__(self, title: str, items: list[tuple[str, str]]) -> None:
-        """`items` are (id, label) pairs; labels may hold Rich markup."""
+    def __init__(self, title: str, items: list[tuple[str, Text]]) -> None:
+        """`items` are (id, label) pairs. Labels are `Text`, never markup: they name things from the
+        cluster (see `safe_text.plain`); so is the title, shown as plain text."""
         super().__init__()
         self.title_text = title
         self.items = items
@@ -35,7 +37,7 @@ class PickScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             hint = "(type to filter, Enter to choose, esc to cancel)"
-            yield Static(f"[b]{escape(self.title_text)}[/b]  {hint}")
+            yield Static(Text.assemble(plain(self.title_text, "bold"), "  ", hint))
             yield Input(placeholder="filter…", id="pick-filter", compact=True)
             yield OptionList(id="pick-list")
 
@@ -49,7 +51,7 @@ class PickScreen(ModalScreen[str | None]):
         ranked = sorted(
             (score, index, item_id, label)
             for index, (item_id, label) in enumerate(self.items)
-            if (score := fuzzy_score(query, label)) is not None
+            if (score := fuzzy_score(query, label.plain)) is not None
         )
         for _score, _index, item_id, label in ranked:
             options.add_option(Option(label, id=item_id))

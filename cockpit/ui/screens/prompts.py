@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -9,6 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
 from cockpit.core.ssh.errors import UnknownHostKey
+from cockpit.ui.widgets.safe_text import plain
 
 PROMPT_CSS = """
 {name} {{ align: center middle; }}
@@ -36,11 +38,19 @@ class HostKeyScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         u = self.unknown
         with Vertical():
+            # Host names and paths as typed; the algorithm and fingerprint come from the server.
             yield Static(
-                f"[b]Unknown host key[/b]\n\n{u.host} (port {u.port}) offers the key\n\n"
-                f"  [b]{u.key.get_algorithm()} {u.fingerprint}[/b]\n\n"
-                f"Compare it with what your cluster's admins publish. If you trust it, it is added to "
-                f"{u.known_hosts} and never asked again. A key that later changes is always refused."
+                Text.assemble(
+                    ("Unknown host key", "bold"),
+                    "\n\n",
+                    plain(u.host),
+                    f" (port {u.port}) offers the key\n\n  ",
+                    plain(f"{u.key.get_algorithm()} {u.fingerprint}", "bold"),
+                    "\n\nCompare it with what your cluster's admins publish. "
+                    "If you trust it, it is added to ",
+                    plain(u.known_hosts),
+                    " and never asked again. A key that later changes is always refused.",
+                )
             )
             with Horizontal():
                 yield Button("Refuse (n)", id="refuse", variant="error")
@@ -66,7 +76,10 @@ class PassphraseScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(
-                f"[b]{self.prompt}[/b]\nIt is kept in memory for reconnects and never written anywhere."
+                Text.assemble(
+                    plain(self.prompt, "bold"),
+                    "\nIt is kept in memory for reconnects and never written anywhere.",
+                )
             )
             yield Input(password=True, id="passphrase")
 

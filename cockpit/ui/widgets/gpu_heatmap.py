@@ -25,6 +25,8 @@ from textual.strip import Strip
 
 from cockpit.core.gpu_board import IDLE_BELOW, GpuFleet, GpuRow
 from cockpit.core.snapshots import NodeSnapshot
+from cockpit.ui.widgets.gpu_cells import age, celsius, gpu_label, memory, util_text, watts
+from cockpit.ui.widgets.safe_text import clean
 
 CLASSES = (  # in the order of the fleet's state codes (cockpit.core.gpu_board: DEAD ... U0 + 5)
     "dead",
@@ -374,3 +376,28 @@ class GpuHeatmap(ScrollView, can_focus=True):
                 parts.append("".join(marks[c] for c in cells).ljust(self._per_node) + " ")
             out.append("".join(parts).rstrip())
         return out
+
+
+def cursor_detail(fleet: GpuFleet, row: GpuRow) -> Text:
+    """The line under the legend for the GPU under the cursor: where it is and its latest reading. Host
+    names, death causes and actor names are the cluster's: shown as plain text."""
+    text = Text()
+    node = row.node
+    where = f"{node.hostname or node.ip} ({node.ip}) GPU {gpu_label(row.gpu_index)}: "
+    text.append(clean(where), style="bold")
+    gpu = row.gpu
+    if not node.alive:
+        text.append(clean(f"node dead: {node.state_message or 'no reason given'}"), style="red")
+    elif gpu is None:
+        text.append("no GPU telemetry (logical GPU)")
+    else:
+        used = memory(gpu.memory_used_mib, gpu.memory_total_mib)
+        text.append(
+            f"{util_text(gpu.utilization)} · {used} · {watts(gpu.power_w)}"
+            f" · {celsius(gpu.temperature_c)} · {age(fleet.age(row, fleet.now()))} ago"
+        )
+        actors = fleet.actors_on(row)
+        if actors:
+            text.append(" · " + ", ".join(clean(a.label) for a in actors))
+        text.append(" · Enter opens the node", style="dim")
+    return text

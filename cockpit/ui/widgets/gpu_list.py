@@ -2,7 +2,8 @@
 
 A Line-API view: `show` only lays out which row goes where (O(GPUs), no rendering); `render_line` draws
 the rows on screen, so a refresh of 8,192 GPUs costs the ~40 visible rows. Row 0 is the column header and
-stays put while the rows scroll under it.
+stays put while the rows scroll under it. Host names, death causes, GPU models and actor names go into
+`Segment`s, which the terminal is sent as they are: each is `clean`ed first.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from cockpit.core.gpu_board import ActorRef, GpuFleet, GpuRow, SortKey, is_stale
 from cockpit.core.gpu_history import UtilHistory
 from cockpit.core.snapshots import NA, NodeSnapshot
 from cockpit.ui.widgets import gpu_cells as cells
+from cockpit.ui.widgets.safe_text import clean
 
 
 class _Line(NamedTuple):
@@ -144,7 +146,7 @@ class GpuList(ScrollView, can_focus=True):
         if not node_filter:
             gpu_less = [n for n in fleet.nodes if n.alive and n.logical_gpus <= 0 and not n.gpus]
             if gpu_less:
-                names = ", ".join(n.hostname or n.ip for n in gpu_less[:8])
+                names = ", ".join(clean(n.hostname or n.ip) for n in gpu_less[:8])
                 more = f" and {len(gpu_less) - 8} more" if len(gpu_less) > 8 else ""
                 tail.append(_Line("note", None, None, f"{len(gpu_less)} node(s) without GPUs: {names}{more}"))
         if not body and not tail:
@@ -188,7 +190,7 @@ class GpuList(ScrollView, can_focus=True):
             return _Line("gpu", row.node, row)
         actor = self._holders[k][offset - (end - begin) - 1]
         pid = f" · pid {actor.pid}" if actor.pid else ""
-        return _Line("holder", None, None, f"↳ {actor.label} holds {actor.gpus:g} GPU{pid}")
+        return _Line("holder", None, None, f"↳ {clean(actor.label)} holds {actor.gpus:g} GPU{pid}")
 
     @staticmethod
     def _summary(fleet: GpuFleet, group: int, first: GpuRow) -> str:
@@ -196,7 +198,7 @@ class GpuList(ScrollView, can_focus=True):
         if not model:
             return f"{first.node.logical_gpus:g} logical GPU(s), no GPU telemetry"
         source = " · high-resolution agent" if first.source == "agent" else ""
-        return f"{fleet.groups[group + 1] - fleet.groups[group]} x {model}{source}"
+        return f"{fleet.groups[group + 1] - fleet.groups[group]} x {clean(model)}{source}"
 
     @property
     def line_count(self) -> int:
@@ -267,7 +269,7 @@ class GpuList(ScrollView, can_focus=True):
         head = " ★ head" if node.is_head else ""
         parts = [f"▾ {node.hostname or '?'} · {node.ip}{head} · {node.node_id[:8]}"]
         parts.append(f"DEAD: {node.state_message or 'no reason given'}" if not node.alive else summary)
-        return [Segment(" · ".join(parts), base)]
+        return [Segment(clean(" · ".join(parts)), base)]
 
     def _gpu_segments(self, row: GpuRow, cols: _Columns, width: int) -> list[Segment]:
         fleet = self.fleet
@@ -275,7 +277,8 @@ class GpuList(ScrollView, can_focus=True):
         plain = self._plain
         segments: list[Segment] = [Segment("  ", plain)]
         if cols.node:
-            segments.append(Segment(_fit(row.node.hostname or row.node.ip, cols.node - 1) + " ", plain))
+            name = clean(row.node.hostname or row.node.ip)
+            segments.append(Segment(_fit(name, cols.node - 1) + " ", plain))
         segments.append(Segment(f"{cells.gpu_label(row.gpu_index):>3} ", plain))
         gpu = row.gpu
         if gpu is None:
@@ -310,7 +313,7 @@ class GpuList(ScrollView, can_focus=True):
             segments.append(Segment(cells.sparkline(series) + " ", self._style("spark")))
         actors = fleet.actors_on(row)
         if actors:
-            text = ", ".join(a.label for a in actors)
+            text = ", ".join(clean(a.label) for a in actors)
         elif gpu.processes:
             text = ", ".join(f"pid {p.pid}" for p in gpu.processes)
         else:

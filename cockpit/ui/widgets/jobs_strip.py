@@ -9,6 +9,7 @@ from textual.widgets import Static
 
 from cockpit.core.snapshots import JobRow
 from cockpit.core.units import duration
+from cockpit.ui.widgets.safe_text import clean
 
 STATUS_STYLE = {
     "RUNNING": "bold green",
@@ -17,6 +18,22 @@ STATUS_STYLE = {
     "FAILED": "bold red",
     "STOPPED": "yellow",
 }
+
+
+def jobs_text(jobs: tuple[JobRow, ...], limit: int, now: float) -> Text:
+    """Up to LIMIT jobs, one line each: running and pending first (what the user is watching), then the
+    newest finished ones. Ids, statuses and entrypoints are the cluster's: shown as plain text."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    shown = sorted(jobs, key=lambda j: (j.terminal, -(j.start_time or 0.0)))[:limit]
+    for i, job in enumerate(shown):
+        if i:
+            text.append("\n")
+        end = job.end_time or now
+        ran = duration(end - job.start_time) if job.start_time else "-"
+        text.append(f"{clean(job.status):9}", style=STATUS_STYLE.get(job.status, ""))
+        text.append(f" {clean(job.key)}  {ran}  ")
+        text.append(clean(job.entrypoint), style="dim")
+    return text
 
 
 class JobsStrip(Static):
@@ -38,18 +55,6 @@ class JobsStrip(Static):
         if not jobs:
             self.update(Text("no jobs yet (submit one with `cockpit submit TARGET PROFILE`)", style="dim"))
             return
-        now = time.time()
-        text = Text(no_wrap=True, overflow="ellipsis")
-        # Running and pending jobs first (what the user is watching), then the newest finished ones.
-        shown = sorted(jobs, key=lambda j: (j.terminal, -(j.start_time or 0.0)))[: self.limit]
-        for i, job in enumerate(shown):
-            if i:
-                text.append("\n")
-            end = job.end_time or now
-            ran = duration(end - job.start_time) if job.start_time else "-"
-            text.append(f"{job.status:9}", style=STATUS_STYLE.get(job.status, ""))
-            text.append(f" {job.key}  {ran}  ")
-            text.append(job.entrypoint, style="dim")
         running = sum(1 for j in jobs if j.status == "RUNNING")
         self.border_subtitle = f"{running} running · {len(jobs)} total"
-        self.update(text)
+        self.update(jobs_text(jobs, self.limit, time.time()))

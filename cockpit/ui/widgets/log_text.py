@@ -5,6 +5,9 @@ the same few SGR sequences; `line_text` splits the escapes out with one regex an
 styles up by the line's sequence of SGR codes (an LRU cache: a program's log repeats a handful), about
 4x cheaper. Other escapes (cursor moves, OSC titles and links) are dropped, as `strip_ansi` drops them,
 so the plain text always matches `display_plain` and wrapped heights measured from it.
+
+Any str is a line: escapes without colours, partial sequences and lone escapes render as text, and
+no control character (C0, DEL, C1, a lone surrogate) reaches the terminal; each shows as U+FFFD.
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from rich.style import Style
 from rich.text import Span, Text
 
 from cockpit.core.logs import strip_ansi
+from cockpit.ui.widgets.safe_text import CONTROLS, REPLACEMENT
 
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 _ESCAPE = re.compile(
     r"\x1b\[([0-?]*)([ -/]*)([@-~])"  # CSI; an SGR (colours) when it ends in "m"
     r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC
@@ -30,10 +33,12 @@ _ESCAPE = re.compile(
 def display_plain(text: str) -> str:
     """What a line shows without colours: escapes removed, tabs expanded, control characters as U+FFFD."""
     plain = strip_ansi(text)
-    if "\t" in plain:
-        plain = plain.expandtabs()
     if not plain.isprintable():
-        plain = _CONTROL.sub("\ufffd", plain)
+        plain = CONTROLS.sub(REPLACEMENT, plain)
+    if "\t" in plain:  # by cells, as `line_text` expands them (`str.expandtabs` counts characters)
+        expanded = Text(plain)
+        expanded.expand_tabs()
+        plain = expanded.plain
     return plain
 
 
@@ -75,12 +80,13 @@ def line_text(raw: str, colours: bool = True) -> Text:
     parts.append(raw[position:])
     plain = "".join(parts)
     if not plain.isprintable():
-        plain = _CONTROL.sub("\ufffd", plain)  # one character for one: the spans stay in place
+        plain = CONTROLS.sub(REPLACEMENT, plain)  # one character for one: the spans stay in place
     spans = []
-    ends = [*starts[1:], len(plain)]
-    for style, start, end in zip(_sgr_states(tuple(codes)), starts, ends, strict=True):
-        if style and end > start:
-            spans.append(Span(start, end, style))
+    if codes:  # a line may hold escapes and no colour at all (`\x1b[K`, tqdm's `\x1b[A`, a title)
+        ends = [*starts[1:], len(plain)]
+        for style, start, end in zip(_sgr_states(tuple(codes)), starts, ends, strict=True):
+            if style and end > start:
+                spans.append(Span(start, end, style))
     text = Text(plain, spans=spans, end="")
     if "\t" in plain:
         text.expand_tabs()

@@ -30,6 +30,7 @@ from textual.strip import Strip
 from cockpit.core.logs import LineBuffer, LogLine, strip_ansi
 from cockpit.ui.widgets.log_rows import LogRows
 from cockpit.ui.widgets.log_text import line_text
+from cockpit.ui.widgets.safe_text import clean
 
 CONTEXT_ROWS = 2
 """Rows left above an error when jumping to it, so the line before a traceback shows too."""
@@ -432,7 +433,7 @@ class LogView(ScrollView, can_focus=True):
     def _tag_segments(self, source: str, width: int) -> list[Segment]:
         segments = self._tags.get(source)
         if segments is None:
-            label = f"[{source}]"
+            label = f"[{clean(source)}]"  # an actor's name or a file name: the cluster chose it
             if len(label) >= width:
                 label = f"{label[: max(width - 3, 0)]}…]"
             styles = self._part_styles()

@@ -9,6 +9,7 @@ from textual.widgets import DataTable
 
 from cockpit.core.snapshots import NA, NodeSnapshot
 from cockpit.core.units import ago, human_bytes, percent
+from cockpit.ui.widgets.safe_text import plain
 
 COLUMNS = (
     ("node", "Node"),
@@ -24,9 +25,10 @@ COLUMNS = (
 )
 
 
-def node_cells(node: NodeSnapshot, now: float) -> dict[str, str | Text]:
-    """The cells of one node's row, by column key."""
-    state = Text(node.state, style="bold green" if node.alive else "bold red")
+def node_cells(node: NodeSnapshot, now: float) -> dict[str, Text]:
+    """The cells of one node's row, by column key: all `Text`, since a `str` cell is read as markup and
+    the ids, names, states and death causes came from the cluster."""
+    state = plain(node.state, "bold green" if node.alive else "bold red")
     gpus = f"{node.logical_gpus:g}"
     if node.logical_gpus and not node.has_gpu_telemetry:
         gpus += " (logical)"
@@ -43,20 +45,20 @@ def node_cells(node: NodeSnapshot, now: float) -> dict[str, str | Text]:
         else f"{human_bytes(node.object_store_used_bytes)}/{human_bytes(node.object_store_total_bytes)}"
     )
     return {
-        "node": f"{node.node_id[:8]}{' ★' if node.is_head else ''}",
-        "host": node.hostname,
-        "ip": node.ip,
+        "node": plain(f"{node.node_id[:8]}{' ★' if node.is_head else ''}"),
+        "host": plain(node.hostname),
+        "ip": plain(node.ip),
         "state": state,
-        "cpu": percent(node.cpu_percent) if node.alive else "-",
-        "mem": mem if node.alive else "-",
-        "gpus": gpus,
-        "store": store if node.alive else "-",
-        "joined": ago(now - node.start_time) if node.start_time else "?",
-        "reason": Text(node.state_message, style="red") if not node.alive else "",
+        "cpu": Text(percent(node.cpu_percent) if node.alive else "-"),
+        "mem": Text(mem if node.alive else "-"),
+        "gpus": Text(gpus),
+        "store": Text(store if node.alive else "-"),
+        "joined": Text(ago(now - node.start_time) if node.start_time else "?"),
+        "reason": plain(node.state_message, "red") if not node.alive else Text(),
     }
 
 
-class NodeTable(DataTable[str | Text]):
+class NodeTable(DataTable[Text]):
     """Nodes keyed by node id. A refresh updates changed cells only (no clear, no re-measure of rows)."""
 
     DEFAULT_CSS = """
@@ -66,7 +68,7 @@ class NodeTable(DataTable[str | Text]):
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)  # type: ignore[arg-type]
-        self._cells: dict[str, dict[str, str | Text]] = {}
+        self._cells: dict[str, dict[str, Text]] = {}
 
     def on_mount(self) -> None:
         for key, label in COLUMNS:

@@ -10,6 +10,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from cockpit.core.units import duration
+from cockpit.ui.widgets.safe_text import clean
 
 if TYPE_CHECKING:
     from cockpit.ui.state import CockpitState
@@ -33,10 +34,11 @@ class StatusBar(Static):
     def show(self, state: CockpitState, screen_title: str) -> None:
         """Take the facts from the cockpit's state."""
         connection = state.connection
-        self.target = state.target_label
-        self.ray_version = state.info.ray_version if state.info else ""
+        # The Ray version and the detail (error text) come from the cluster; the target from a profile.
+        self.target = clean(state.target_label)
+        self.ray_version = clean(state.info.ray_version) if state.info else ""
         self.state = connection.phase
-        self.detail = " · ".join(t for t in (connection.exposure, connection.detail) if t)
+        self.detail = clean(" · ".join(t for t in (connection.exposure, connection.detail) if t))
         self.data_time = state.snapshot.fetched_at if state.snapshot else None
         self.screen_title = screen_title
         self.refresh()
