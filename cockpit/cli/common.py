@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
     from cockpit.core.connection import ConnectOptions
@@ -33,7 +34,14 @@ EXIT_BROKEN_PIPE = 141
 
 def err(message: str) -> None:
     """One line on stderr, as every failure is reported."""
-    print(f"cockpit: {message}", file=sys.stderr)
+    say(f"cockpit: {message}", sys.stderr)
+
+
+def say(message: str, stream: TextIO | None = None) -> None:
+    """A line for the person at the terminal, if there still is one: after the terminal was closed under
+    the cockpit every write fails (EIO), and what it was telling must not stop what it was doing."""
+    with contextlib.suppress(OSError, ValueError):
+        print(message, file=stream or sys.stdout, flush=True)
 
 
 def add_connect_options(parser: argparse.ArgumentParser) -> None:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import signal
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from cockpit.cli.common import EXIT_OK, add_connect_options, connect_options
+from cockpit.cli.common import EXIT_OK, add_connect_options, connect_options, say
 
 if TYPE_CHECKING:
     from cockpit.core.profiles import Profile
@@ -69,12 +72,12 @@ def demo(args: argparse.Namespace) -> int:
     profile = profiles.load(profiles.find(args.profile))
     existing = record.load()
     started_here = existing is None or not processes.is_running(existing)
-    if started_here:
-        print(f"starting a local Ray cluster: {args.nodes} nodes x {args.gpus_per_node} logical GPUs ...")
-        processes.up(args.nodes, args.gpus_per_node, progress=lambda m: print(f"  {m}"))
-    else:
-        print("using the local cluster that is already running (it is left running on exit)")
     try:
+        if started_here:
+            say(f"starting a local Ray cluster: {args.nodes} nodes x {args.gpus_per_node} logical GPUs ...")
+            processes.up(args.nodes, args.gpus_per_node, progress=lambda m: say(f"  {m}"))
+        else:
+            say("using the local cluster that is already running (it is left running on exit)")
         target = Target(kind="local", raw="local")
 
         async def submit() -> str:
@@ -82,7 +85,7 @@ def demo(args: argparse.Namespace) -> int:
                 return await submit_demo_job(client, profile)
 
         submission_id = asyncio.run(submit())
-        print(f"submitted the {profile.name} job: {submission_id}")
+        say(f"submitted the {profile.name} job: {submission_id}")
         from cockpit.ui.app import CockpitApp
 
         app = CockpitApp(
@@ -94,7 +97,23 @@ def demo(args: argparse.Namespace) -> int:
         )
         app.run()
     finally:
+        # Every way out comes here: q, Ctrl+C, SIGTERM, and a terminal closed under the app (SIGHUP, then
+        # EIO on every write). What the demo started is stopped whatever the terminal can still show, and
+        # a second signal does not cut the stopping short.
         if started_here and not args.keep:
-            print("stopping the local Ray cluster ...")
-            processes.down()
+            say("stopping the local Ray cluster ...")
+            with signals_ignored():
+                processes.down()
     return EXIT_OK
+
+
+@contextlib.contextmanager
+def signals_ignored() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP ignored for the length of the block (a bounded teardown)."""
+    wanted = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    before = {sig: signal.signal(sig, signal.SIG_IGN) for sig in wanted}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)

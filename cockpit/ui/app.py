@@ -8,9 +8,12 @@ the few requests screens make (refresh, open a job's log, high-resolution mode).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
+import signal
 from dataclasses import replace
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from textual import on
 from textual.app import App
@@ -116,14 +119,35 @@ class CockpitApp(App[int]):
 
     async def on_mount(self) -> None:
         self.title = f"ray-cockpit · {self.state.target.raw}"
+        self._catch_signals()
         await self.switch_mode(FIRST)
         tune_gc()
         if not self.offline:
             self.cluster_feed.start()
 
     async def on_unmount(self) -> None:
+        self._release_signals()
         self.high_res.stop()
         await self.cluster_feed.close()
+
+    def _catch_signals(self) -> None:
+        """A closed terminal (SIGHUP) or a kill (SIGTERM) ends the app the way `q` does, so it unmounts:
+        the feeds stop, the agents end, the connection and its tunnel socket are closed, and whoever ran
+        the app (`cockpit demo`) gets to stop what it started."""
+        self._signals: dict[int, Any] = {}
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGHUP, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread
+                previous = signal.getsignal(sig)
+                loop.add_signal_handler(sig, self.exit, None, 128 + sig)
+                self._signals[sig] = previous
+
+    def _release_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig, previous in getattr(self, "_signals", {}).items():
+            loop.remove_signal_handler(sig)
+            signal.signal(sig, previous)
+        self._signals = {}
 
     async def _ask_passphrase(self, prompt: str) -> str | None:
         """Runs inside the poll worker, which may wait on a dialog."""

@@ -44,3 +44,30 @@ def test_demo_shows_nodes_and_running_job_then_quits_clean(tmp_path: Path) -> No
         term.close()
         if record.load(state) is not None:
             processes.down(directory=state)
+
+
+def test_closing_the_terminal_stops_the_demo_cluster(tmp_path: Path) -> None:
+    """A terminal closed under the app (tmux killed: SIGHUP, then every write fails with EIO) still
+    stops the cluster the demo started: nothing of ~1.5 GB is left running on a shared login node."""
+    state = tmp_path / "state"
+    term = Terminal(f"cockpit-demo-hup-{os.getpid()}", 100, 30)
+    before: list[int] = []
+    try:
+        python = shlex.quote(sys.executable)
+        term.type(f"COCKPIT_STATE_DIR={shlex.quote(str(state))} {python} -m cockpit.cli demo", "Enter")
+        term.wait_for(lambda s: "Nodes    3/3" in s and "RUNNING" in s, timeout=90)
+        cluster = record.load(state)
+        assert cluster is not None
+        before = cluster_processes(cluster)
+        assert before
+    finally:
+        term.close()
+    deadline = time.monotonic() + 90
+    while (process_names(before) or record.load(state) is not None) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    try:
+        assert process_names(before) == {}, "a closed terminal leaves no Ray process"
+        assert record.load(state) is None
+    finally:
+        if record.load(state) is not None:
+            processes.down(directory=state)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import stat
 import subprocess
 import sys
@@ -105,6 +106,43 @@ def test_connect_process_opens_no_tcp_listener(tmp_path: Path, ray_cluster: Clus
         assert list(tmp_path.glob("cockpit-*")) == []  # the socket and its directory are removed
     finally:
         term.close()
+        server.stop()
+
+
+def test_a_terminal_closed_under_connect_removes_its_tunnel_socket(
+    tmp_path: Path, ray_cluster: ClusterHandle
+) -> None:
+    """tmux killed under `cockpit connect` (SIGHUP, then EIO on every write): the process ends and the
+    private tunnel socket and its directory are gone, as after `q`."""
+    server = start_sshd(tmp_path / "sshd")
+    config = tmp_path / "config"
+    config.write_text(server.ssh_config_entry("head-node"))
+    term = Terminal(f"cockpit-ssh-hup-{int(time.time())}", 100, 30)
+    pid = 0
+    try:
+        command = (
+            f"TMPDIR={shlex.quote(str(tmp_path))} {shlex.quote(sys.executable)} -m cockpit.cli"
+            " connect head-node"
+            f" --ssh-config {shlex.quote(str(config))} --dashboard-port {ray_cluster.cluster.dashboard_port}"
+            f" --token-file {shlex.quote(str(ray_cluster.token_file))}"
+        )
+        term.type(command, "Enter")
+        term.wait_for(lambda s: "connected" in s and "ALIVE" in s, timeout=60)
+        (pid,) = term.foreground_pids()
+        assert len(list(tmp_path.glob("cockpit-*/dashboard.sock"))) == 1
+    finally:
+        term.close()
+    try:
+        deadline = time.monotonic() + 30
+        while (
+            Path(f"/proc/{pid}").exists() or list(tmp_path.glob("cockpit-*"))
+        ) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not Path(f"/proc/{pid}").exists(), "the cockpit ended with its terminal"
+        assert list(tmp_path.glob("cockpit-*")) == []  # the socket and its directory are removed
+    finally:
+        if Path(f"/proc/{pid}").exists():
+            os.kill(pid, signal.SIGKILL)
         server.stop()
 
 
