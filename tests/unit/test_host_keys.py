@@ -134,3 +134,53 @@ def test_reconnect_schedule_resumes_within_seconds() -> None:
     from cockpit.core.ssh.link import BACKOFF_SECONDS
 
     assert max(BACKOFF_SECONDS) <= 4.0 and tuple(sorted(BACKOFF_SECONDS)) == BACKOFF_SECONDS
+
+
+def test_recording_after_a_last_line_without_newline_keeps_both_entries(tmp_path: Path) -> None:
+    """A known_hosts whose last entry has no newline (an editor, a script) must not be glued to the
+    new entry: the old host would then look unknown, not changed, and the new one would not be pinned."""
+    files = known(tmp_path, line("head", ED).rstrip("\n"))
+    with pytest.raises(UnknownHostKey) as info:
+        check("other", 22, EC.convert_to_public(), files)
+    record_host_key(info.value)
+    check("other", 22, EC.convert_to_public(), files)
+    check("head", 22, ED.convert_to_public(), files)
+    with pytest.raises(HostKeyChanged):
+        check("head", 22, ED_OTHER.convert_to_public(), files)
+
+
+def test_recording_keeps_the_files_mode_and_replaces_it_whole(tmp_path: Path) -> None:
+    files = known(tmp_path, line("head", ED))
+    files[0].chmod(0o640)
+    before = files[0].stat().st_ino
+    with pytest.raises(UnknownHostKey) as info:
+        check("other", 22, EC.convert_to_public(), files)
+    record_host_key(info.value)
+    assert files[0].stat().st_mode & 0o777 == 0o640
+    # Written beside and renamed over: a crash half-way leaves the old file, never half a file.
+    assert files[0].stat().st_ino != before
+    assert [p.name for p in tmp_path.iterdir()] == ["known_hosts"]
+
+
+def test_recording_into_a_missing_ssh_directory_makes_it_private(tmp_path: Path) -> None:
+    home_ssh = tmp_path / "home" / ".ssh"
+    files = [home_ssh / "known_hosts", tmp_path / "no-global-file"]
+    with pytest.raises(UnknownHostKey) as info:
+        check("head", 22, ED.convert_to_public(), files)
+    record_host_key(info.value)
+    assert home_ssh.stat().st_mode & 0o777 == 0o700
+    assert files[0].stat().st_mode & 0o777 == 0o600
+    check("head", 22, ED.convert_to_public(), files)
+
+
+def test_recording_through_a_symlinked_known_hosts_keeps_the_link(tmp_path: Path) -> None:
+    """Dotfile managers link ~/.ssh/known_hosts elsewhere: the entry goes into the file linked to."""
+    real = tmp_path / "dotfiles" / "known_hosts"
+    real.parent.mkdir()
+    real.write_text(line("head", ED))
+    link = tmp_path / "known_hosts"
+    link.symlink_to(real)
+    with pytest.raises(UnknownHostKey) as info:
+        check("other", 22, EC.convert_to_public(), [link])
+    record_host_key(info.value)
+    assert link.is_symlink() and "other ecdsa-sha2-nistp256 " in real.read_text()

@@ -11,6 +11,11 @@ checks work on what was read.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
+import stat
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,8 +139,52 @@ def check_host_key(host: str, port: int, key: asyncssh.SSHKey, known: KnownHosts
 
 def record_host_key(unknown: UnknownHostKey) -> None:
     """Trust the key the user accepted: add it to the first known_hosts file (what
-    `StrictHostKeyChecking=accept-new` does)."""
-    unknown.known_hosts.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    public = unknown.key.export_public_key("openssh").decode().strip()
-    with open(unknown.known_hosts, "a") as fh:
-        fh.write(f"{host_label(unknown.host, unknown.port)} {public}\n")
+    `StrictHostKeyChecking=accept-new` does).
+
+    The file is rewritten beside itself and renamed over (a crash leaves the old file, never half of
+    one), keeping its mode; a last entry without its newline gets one first (else both lines would be
+    unreadable). A missing `~/.ssh` is created 0700 and a missing file 0600, as OpenSSH does; a
+    symlinked file is written where it points. Two cockpits accepting at once both land (flock).
+    """
+    public = unknown.key.export_public_key("openssh").decode().split()[:2]
+    entry = f"{host_label(unknown.host, unknown.port)} {' '.join(public)}\n"
+    path = Path(os.path.realpath(unknown.known_hosts))
+    if not path.parent.is_dir():
+        path.parent.mkdir(parents=True, mode=0o700)
+        path.parent.chmod(0o700)  # mkdir's mode is cut by the umask
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            # Another cockpit may have renamed a new file over the one locked here: lock that one.
+            if os.stat(path).st_ino != os.fstat(fd).st_ino:
+                continue
+            with open(fd, closefd=False) as current:
+                text = current.read()
+            if text and not text.endswith("\n"):
+                text += "\n"
+            _replace(path, text + entry, stat.S_IMODE(os.fstat(fd).st_mode))
+            return
+        finally:
+            os.close(fd)
+
+
+def _replace(path: Path, text: str, mode: int) -> None:
+    """Write `text` to a new file beside `path` with `mode`, then rename it over `path`."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            os.fchmod(fh.fileno(), mode)
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
