@@ -17,11 +17,12 @@ import pytest
 
 from cockpit.core.connection import open_connection
 from cockpit.core.ray_api import DashboardUnreachable
-from cockpit.core.ssh.errors import SshError
+from cockpit.core.ssh.errors import HostKeyChanged, SshError
+from cockpit.core.ssh.link import SshLink, SshOptions
 from cockpit.core.targets import parse_target
 from tests.harness.cluster import ClusterHandle
 from tests.harness.run import run_cockpit
-from tests.harness.sshd import SshServer, listening_addresses, start_sshd
+from tests.harness.sshd import SshServer, generate_key, listening_addresses, start_sshd
 
 pytestmark = [pytest.mark.ssh, pytest.mark.cluster]
 
@@ -272,3 +273,107 @@ async def test_processes_run_on_the_head_and_on_a_node_through_it(
         await conn.link.close_node_connections()
         again = await conn.link.start_process("echo again", host="127.0.0.1")  # a fresh connection
         assert (await asyncio.wait_for(again.stdout.readline(), 10)).strip() == "again"
+
+
+# -- host keys and certificates against a real sshd (no cluster needed) -------------------------------
+
+
+@pytest.fixture
+def own_head(tmp_path: Path) -> Iterator[SshServer]:
+    """An sshd of the test's own: the certificate tests restart it with their own HostCertificate."""
+    server = start_sshd(tmp_path / "sshd")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def ca(tmp_path: Path) -> Path:
+    """A host CA (`ssh-keygen`), its public half beside it as `ca.pub`."""
+    generate_key(tmp_path / "ca", "test-host-ca")
+    return tmp_path / "ca"
+
+
+def public(key: Path) -> str:
+    """`TYPE BASE64` of a key pair made by ssh-keygen."""
+    return " ".join(key.with_name(key.name + ".pub").read_text().split()[:2])
+
+
+async def start_link(config: Path) -> SshLink:
+    link = SshLink(parse_target("head-node"), SshOptions(config=str(config)))
+    try:
+        await link.start()
+    except BaseException:
+        await link.close()
+        raise
+    return link
+
+
+async def run_on(link: SshLink, command: str) -> str:
+    process = await link.start_process(command)
+    return (await asyncio.wait_for(process.stdout.readline(), 10)).strip()
+
+
+async def test_a_host_certificate_signed_by_a_listed_ca_is_trusted(
+    tmp_path: Path, own_head: SshServer, ca: Path
+) -> None:
+    """Only an `@cert-authority` line in known_hosts, as on sites that sign their hosts' keys."""
+    own_head.use_host_certificate(ca)
+    config = _config_with_known_hosts(
+        tmp_path, own_head, f"@cert-authority [127.0.0.1]:{own_head.port} {public(ca)}\n"
+    )
+    link = await start_link(config)
+    try:
+        assert await run_on(link, "echo certified") == "certified"
+    finally:
+        await link.close()
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("principal not this host", "principal"),
+        ("expired", "expired"),
+        ("CA revoked", "CA that signed .* is revoked"),
+        ("host key under the certificate revoked", "revoked"),
+        ("signed by another CA", "not listed"),
+        ("CA listed for port 22 only", "is unknown"),
+    ],
+)
+async def test_a_host_certificate_is_refused(
+    tmp_path: Path, own_head: SshServer, ca: Path, case: str, message: str
+) -> None:
+    label = f"[127.0.0.1]:{own_head.port}"
+    listed = f"@cert-authority {label} {public(ca)}\n"
+    if case == "principal not this host":
+        own_head.use_host_certificate(ca, principals="other.example")
+    elif case == "expired":
+        own_head.use_host_certificate(ca, validity="20000101:20000102")
+    elif case == "CA revoked":
+        own_head.use_host_certificate(ca)
+        listed += f"@revoked * {public(ca)}\n"
+    elif case == "host key under the certificate revoked":
+        own_head.use_host_certificate(ca)
+        listed += f"@revoked {label} {own_head.host_public_key}\n"
+    elif case == "signed by another CA":
+        generate_key(tmp_path / "other-ca", "other-ca")
+        own_head.use_host_certificate(tmp_path / "other-ca")
+    else:
+        own_head.use_host_certificate(ca)
+        listed = f"@cert-authority 127.0.0.1 {public(ca)}\n"
+    config = _config_with_known_hosts(tmp_path, own_head, listed)
+    with pytest.raises(SshError, match=message) as info:
+        await start_link(config)
+    assert info.value.permanent and "\n" not in str(info.value)
+
+
+async def test_a_revoked_host_key_on_another_port_is_refused(tmp_path: Path, own_head: SshServer) -> None:
+    label = f"[127.0.0.1]:{own_head.port}"
+    config = _config_with_known_hosts(
+        tmp_path,
+        own_head,
+        f"@revoked {label} {own_head.host_public_key}\n{label} {own_head.host_public_key}\n",
+    )
+    with pytest.raises(HostKeyChanged, match=rf"revoked \({tmp_path / 'known_hosts'}:1\)"):
+        await start_link(config)

@@ -45,11 +45,13 @@ from cockpit.core.ssh.errors import (
 )
 from cockpit.core.ssh.host_keys import (
     KnownHosts,
+    check_host_ca,
     check_host_key,
-    host_key_algorithms,
-    known_keys,
+    offered_algorithms,
     read_known_hosts,
     record_host_key,
+    refusal,
+    revoked_keys,
 )
 from cockpit.core.targets import Target
 
@@ -77,30 +79,62 @@ class SshOptions:
 
 
 class _Client(asyncssh.SSHClient):
-    """Checks host keys our way and tells the link when the connection is lost."""
+    """Checks host keys (and host certificates' CAs) our way and tells the link when the connection is
+    lost. Runs on the event loop: it only looks at what `read_known_hosts` parsed beforehand, and leaves
+    recording an accepted key to the link (a file write)."""
 
-    def __init__(self, known: KnownHosts, accept_new: bool, on_lost: Callable[[], None] | None) -> None:
+    def __init__(
+        self, known: KnownHosts, alias: str | None, accept_new: bool, on_lost: Callable[[], None] | None
+    ) -> None:
         self._known = known
+        self._alias = alias
         self._accept_new = accept_new
         self._on_lost = on_lost
         self.problem: SshError | None = None
+        self.accepted: UnknownHostKey | None = None
+        """A new key the user accepted (--accept-new), to record once the handshake is over."""
 
     def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
         try:
-            check_host_key(host, port, key, self._known)
+            check_host_key(host, port, key, self._known, self._alias)
         except UnknownHostKey as unknown:
             if not self._accept_new:
                 self.problem = unknown
                 return False
-            record_host_key(unknown)
+            self.accepted = unknown
         except HostKeyChanged as changed:
             self.problem = changed
+            return False
+        return True
+
+    def validate_host_ca_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
+        try:
+            check_host_ca(host, port, key, self._known, self._alias)
+        except HostKeyChanged as refused:
+            self.problem = refused
             return False
         return True
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._on_lost is not None:
             self._on_lost()
+
+
+@dataclass(frozen=True)
+class _HopPlan:
+    """Everything `_connect_hop` needs from disk (the SSH config, known_hosts), read in one go off the
+    event loop."""
+
+    config: Any
+    username: Any
+    client_keys: list[str]
+    """Given explicitly to nodes behind the head (`node_login`); empty: asyncssh's own choice."""
+    host: str
+    port: int
+    alias: str | None
+    known: KnownHosts
+    algorithms: list[str]
+    revoked: list[asyncssh.SSHKey]
 
 
 @dataclass
@@ -169,52 +203,70 @@ class SshLink:
             raise
         self._conns = conns
 
-    async def _connect_hop(
-        self, hop: Hop, tunnel: asyncssh.SSHClientConnection | None, node: bool = False
-    ) -> asyncssh.SSHClientConnection:
-        """Connect to `hop` (through `tunnel`); `node`: a cluster node reached through the head, logged in
-        to as `node_login` says."""
+    def _plan(self, hop: Hop, node: bool) -> _HopPlan:
+        """Read what connecting to `hop` needs (blocking: config and known_hosts files)."""
         config = host_config(hop, self._paths) if self._paths else None
         if node:
             username, client_keys, files = node_login(self.target, hop, self._paths)
         else:
             username, client_keys, files = hop.user or (), [], known_hosts_files(config)
-        real_host = str(config.get("Hostname", hop.host)) if config is not None else hop.host
-        real_port = int(config.get("Port", hop.port or 22)) if config is not None else (hop.port or 22)
+        host = str(config.get("Hostname", hop.host)) if config is not None else hop.host
+        port = hop.port or (int(config.get("Port", 22)) if config is not None else 22)
+        alias = config.get("HostKeyAlias") if config is not None else None
+        alias = str(alias) if alias else None
+        known = read_known_hosts(files)
+        return _HopPlan(
+            config=config,
+            username=username,
+            client_keys=client_keys,
+            host=host,
+            port=port,
+            alias=alias,
+            known=known,
+            algorithms=offered_algorithms(host, port, known, alias),
+            revoked=revoked_keys(host, port, known, alias),
+        )
+
+    async def _connect_hop(
+        self, hop: Hop, tunnel: asyncssh.SSHClientConnection | None, node: bool = False
+    ) -> asyncssh.SSHClientConnection:
+        """Connect to `hop` (through `tunnel`); `node`: a cluster node reached through the head, logged in
+        to as `node_login` says."""
         # Read once per connection, off the event loop (a home directory on NFS can take its time); the
-        # host-key check asyncssh calls back into is synchronous and uses what was read here.
-        known = await asyncio.to_thread(read_known_hosts, files)
-        pinned_algs = host_key_algorithms(known_keys(real_host, hop.port or real_port, known))
+        # host-key checks asyncssh calls back into are synchronous and use what was read here.
+        plan = await asyncio.to_thread(self._plan, hop, node)
+        config = plan.config
         is_target = hop == self.target
-        client = _Client(known, self.options.accept_new, self._lost.set if is_target else None)
+        client = _Client(
+            plan.known, plan.alias, self.options.accept_new, self._lost.set if is_target else None
+        )
         keepalive = config.get("ServerAliveInterval") if config is not None else None
         kwargs: dict[str, Any] = {
-            "username": username,
+            "username": plan.username,
             "port": hop.port or (),
             "config": self._paths or None,
             "tunnel": tunnel,
-            # Nothing trusted up front, so asyncssh asks _Client.validate_host_public_key about every key
-            # (known_hosts=None would skip the check entirely).
-            "known_hosts": asyncssh.SSHKnownHosts(),
+            # Nothing trusted up front, so asyncssh asks _Client about every key and every certificate's
+            # CA; the revoked keys are given too, so a certificate over a revoked host key is refused.
+            "known_hosts": ([], [], plan.revoked),
             "client_factory": lambda: client,
             "keepalive_interval": keepalive or DEFAULT_KEEPALIVE,
             "keepalive_count_max": 3,
             "connect_timeout": 15,
             "compression_algs": None,
+            "server_host_key_algs": plan.algorithms,
         }
-        if pinned_algs:
-            kwargs["server_host_key_algs"] = pinned_algs
-        if client_keys:
-            kwargs["client_keys"] = client_keys
+        if plan.client_keys:
+            kwargs["client_keys"] = plan.client_keys
         if self._passphrase is not None:
             kwargs["passphrase"] = self._passphrase
         label = hop.host if hop.port is None else f"{hop.host}:{hop.port}"
         try:
             return await asyncssh.connect(hop.host, **kwargs)
-        except asyncssh.HostKeyNotVerifiable:
+        except asyncssh.HostKeyNotVerifiable as exc:
             if client.problem is not None:
                 raise client.problem from None
-            raise HostKeyChanged(f"the host key of {label} could not be verified.") from None
+            raise refusal(plan.host, plan.port, plan.known, exc.reason, plan.alias) from None
         except asyncssh.PermissionDenied:
             # asyncssh skips an encrypted IdentityFile it cannot open: ask for its passphrase and retry.
             encrypted = None if self._passphrase is not None else encrypted_identity(config)
@@ -242,6 +294,10 @@ class SshLink:
         except (OSError, asyncssh.Error) as exc:
             reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
             raise SshError(f"cannot connect to {label}: {reason}") from None
+        finally:
+            if client.accepted is not None:
+                # Recorded even when the login then fails, as OpenSSH does: the key was accepted.
+                await asyncio.to_thread(record_host_key, client.accepted)
 
     async def _forward(self, conn: asyncssh.SSHClientConnection) -> None:
         with contextlib.suppress(FileNotFoundError):
