@@ -9,10 +9,12 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import asyncssh
 import pytest
 
 from cockpit.core.connection import open_connection
@@ -377,3 +379,131 @@ async def test_a_revoked_host_key_on_another_port_is_refused(tmp_path: Path, own
     )
     with pytest.raises(HostKeyChanged, match=rf"revoked \({tmp_path / 'known_hosts'}:1\)"):
         await start_link(config)
+
+
+# -- nodes behind the head (high-resolution GPU mode) ------------------------------------------------
+
+
+@pytest.fixture
+def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A real ssh-agent of the test's own, as SSH_AUTH_SOCK."""
+    sock = tmp_path / "agent.sock"
+    process = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
+        yield sock
+    finally:
+        process.kill()
+        process.wait()
+
+
+def node_config(tmp_path: Path, head: SshServer, node: SshServer, identities: list[Path]) -> Path:
+    """The head named in the config (its user, keys, known hosts); the node only by its address, with
+    its port (both sshds are on 127.0.0.1), as most cluster configs read."""
+    known = tmp_path / "known_hosts"
+    known.write_text(head.known_hosts.read_text() + node.known_hosts.read_text())
+    entry = head.ssh_config_entry("head-node").replace(str(head.known_hosts), str(known))
+    entry = entry.replace(f"    IdentityFile {head.client_key}\n", "")
+    entry += "".join(f"    IdentityFile {key}\n" for key in identities)
+    config = tmp_path / "config"
+    config.write_text(entry + f"Host 127.0.0.1\n    Port {node.port}\n")
+    return config
+
+
+async def test_an_encrypted_identity_held_in_the_agent_reaches_nodes(tmp_path: Path, agent: Path) -> None:
+    """The usual setup: an encrypted IdentityFile, unlocked once with ssh-add. The node must be reached
+    with the agent's key, as the head is (not fail on the file it cannot open)."""
+    key = tmp_path / "id_encrypted"
+    generate_key(key, "encrypted", passphrase="correct horse")
+    agent_client = await asyncssh.connect_agent(str(agent))
+    await agent_client.add_keys([asyncssh.read_private_key(key, "correct horse")])
+    agent_client.close()
+    head = start_sshd(tmp_path / "head", client_key=key)
+    node = start_sshd(tmp_path / "node", client_key=key)
+    try:
+        link = await start_link(node_config(tmp_path, head, node, [key]))
+        try:
+            on_node = await link.start_process("echo $SSH_CONNECTION", host="127.0.0.1")
+            line = await asyncio.wait_for(on_node.stdout.readline(), 10)
+            assert line.split()[-1] == str(node.port)
+        finally:
+            await link.close()
+    finally:
+        head.stop()
+        node.stop()
+
+
+async def test_a_node_asking_for_a_passphrase_keeps_the_heads_login(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No agent; the head takes one key, the node only the head's other, encrypted, key. The cockpit asks
+    for its passphrase, and the retry still logs in to the node as `node_login` says: the head's keys and
+    the head's known_hosts (the node's key is in no other file)."""
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    head = start_sshd(tmp_path / "head")
+    locked = tmp_path / "id_locked"
+    generate_key(locked, "locked", passphrase="correct horse")
+    node = start_sshd(tmp_path / "node", client_key=locked)
+    asked: list[str] = []
+
+    async def ask(prompt: str) -> str:
+        asked.append(prompt)
+        return "correct horse"
+
+    try:
+        config = node_config(tmp_path, head, node, [head.client_key, locked])
+        link = SshLink(parse_target("head-node"), SshOptions(config=str(config), ask_passphrase=ask))
+        try:
+            await link.start()
+            on_node = await link.start_process("echo $SSH_CONNECTION", host="127.0.0.1")
+            line = await asyncio.wait_for(on_node.stdout.readline(), 10)
+            assert line.split()[-1] == str(node.port)
+            assert asked == [f"Passphrase for {locked}"]
+        finally:
+            await link.close()
+    finally:
+        head.stop()
+        node.stop()
+
+
+_LOOP_OPENS: list[str] = []
+_WATCHED: set[str] = set()
+
+
+def _watch_opens(event: str, args: tuple[object, ...]) -> None:
+    if event == "open" and threading.current_thread() is threading.main_thread():
+        path = os.fsdecode(args[0]) if isinstance(args[0], (str, bytes)) else ""
+        if path in _WATCHED:
+            _LOOP_OPENS.append(path)
+
+
+sys.addaudithook(_watch_opens)  # for good (hooks cannot be removed); it only looks at _WATCHED paths
+
+
+async def test_known_hosts_are_never_read_or_written_on_the_event_loop(tmp_path: Path) -> None:
+    """A home directory on NFS can stall: known_hosts is read (head and node) and the accepted node key
+    written in worker threads, never on the loop that draws the TUI."""
+    head = start_sshd(tmp_path / "head")
+    node = start_sshd(tmp_path / "node", client_key=head.client_key)
+    try:
+        config = node_config(tmp_path, head, node, [head.client_key])
+        known = tmp_path / "known_hosts"
+        known.write_text(head.known_hosts.read_text())  # the node's key is new: accepted, recorded
+        _WATCHED.add(str(known))
+        link = SshLink(parse_target("head-node"), SshOptions(config=str(config), accept_new=True))
+        try:
+            await link.start()
+            on_node = await link.start_process("echo node", host="127.0.0.1")
+            assert (await asyncio.wait_for(on_node.stdout.readline(), 10)).strip() == "node"
+        finally:
+            await link.close()
+        _WATCHED.clear()
+        assert _LOOP_OPENS == []
+        assert node.host_public_key.split()[1] in known.read_text()
+    finally:
+        _WATCHED.clear()
+        head.stop()
+        node.stop()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import getpass
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,11 +97,15 @@ def hop_chain(target: Hop, paths: list[str]) -> list[Hop]:
     )
 
 
-def encrypted_identity(config: Any) -> str | None:
-    """The first identity (IdentityFile, else the default ones) that needs a passphrase to open."""
+def identity_files(config: Any) -> list[str]:
+    """The identities asyncssh offers for a destination: its IdentityFile, else the default ones."""
     names = (config.get("IdentityFile") if config is not None else None) or _DEFAULT_IDENTITIES
-    for name in names:
-        path = os.path.expanduser(str(name))
+    return [os.path.expanduser(str(name)) for name in names]
+
+
+def encrypted_identity(identities: Sequence[str]) -> str | None:
+    """The first of `identities` (paths) that needs a passphrase to open. Blocking: reads the files."""
+    for path in identities:
         if not os.path.isfile(path):
             continue
         try:

@@ -33,6 +33,7 @@ from cockpit.core.ssh.config import (
     encrypted_identity,
     hop_chain,
     host_config,
+    identity_files,
     known_hosts_files,
     node_login,
 )
@@ -191,7 +192,7 @@ class SshLink:
     # -- connect ---------------------------------------------------------------------------------
 
     async def _open_once(self) -> None:
-        chain = hop_chain(self.target, self._paths)
+        chain = await asyncio.to_thread(hop_chain, self.target, self._paths)  # reads the SSH config
         conns: list[asyncssh.SSHClientConnection] = []
         try:
             for hop in chain:
@@ -208,6 +209,8 @@ class SshLink:
         config = host_config(hop, self._paths) if self._paths else None
         if node:
             username, client_keys, files = node_login(self.target, hop, self._paths)
+            # OpenSSH passes over an IdentityFile that does not exist; asyncssh fails on an explicit one.
+            client_keys = [key for key in client_keys if os.path.isfile(key)]
         else:
             username, client_keys, files = hop.user or (), [], known_hosts_files(config)
         host = str(config.get("Hostname", hop.host)) if config is not None else hop.host
@@ -258,6 +261,9 @@ class SshLink:
         }
         if plan.client_keys:
             kwargs["client_keys"] = plan.client_keys
+            # Given explicitly, asyncssh would fail on an encrypted file instead of skipping it (as it
+            # does for the config's own IdentityFile): the agent may well hold that key.
+            kwargs["ignore_encrypted"] = self._passphrase is None
         if self._passphrase is not None:
             kwargs["passphrase"] = self._passphrase
         label = hop.host if hop.port is None else f"{hop.host}:{hop.port}"
@@ -269,7 +275,10 @@ class SshLink:
             raise refusal(plan.host, plan.port, plan.known, exc.reason, plan.alias) from None
         except asyncssh.PermissionDenied:
             # asyncssh skips an encrypted IdentityFile it cannot open: ask for its passphrase and retry.
-            encrypted = None if self._passphrase is not None else encrypted_identity(config)
+            encrypted = None
+            if self._passphrase is None:
+                identities = plan.client_keys or identity_files(config)
+                encrypted = await asyncio.to_thread(encrypted_identity, identities)
             if encrypted is None:
                 raise AuthenticationFailed(
                     f"{label} refused every key offered (agent, IdentityFile): check User and IdentityFile "
@@ -284,7 +293,7 @@ class SshLink:
                     "or run the cockpit in a terminal to be asked for its passphrase."
                 ) from None
             self._passphrase = answer
-            return await self._connect_hop(hop, tunnel)
+            return await self._connect_hop(hop, tunnel, node)
         except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as exc:
             self._passphrase = None
             error = AuthenticationFailed(f"cannot open the SSH key for {label}: {exc}.")
