@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import subprocess
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -80,3 +83,75 @@ def test_bad_shape_is_one_sentence(tmp_path: Path) -> None:
     result = cockpit("local", "up", "--nodes", "1", "--cpus-per-node", "0", env=env)
     assert result.returncode == 1
     assert result.stderr == "cockpit: --gpus-per-node must be 0 or more and --cpus-per-node 1 or more.\n"
+
+
+def test_local_uses_its_own_token_whatever_ray_auth_token_says(ray_cluster: object) -> None:
+    """RAY_AUTH_TOKEN is for the user's remote cluster: `local` sends the local cluster's own token."""
+    env = {**os.environ, "RAY_AUTH_TOKEN": "token-of-another-cluster"}
+    result = cockpit("status", "local", "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["alive_nodes"] >= 1
+
+
+class _Listener:
+    """Something else on the port the record names (the cluster died and another program, perhaps
+    another user's, took it): a real HTTP server that remembers what it was sent."""
+
+    def __init__(self) -> None:
+        seen = self.seen = []  # type: list[str]
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                seen.append(str(self.headers))
+                body = b'{"ray_version": "2.60.0", "version": "4"}'
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def squatted(tmp_path: Path) -> Iterator[tuple[Path, _Listener]]:
+    """A state directory recording a cluster (and its token) whose dashboard port a stranger holds."""
+    listener = _Listener()
+    state = tmp_path / "state"
+    cluster = record.LocalCluster(
+        root=str(tmp_path / "rc"),
+        cluster_id="f" * 32,
+        gcs_port=1,
+        dashboard_port=listener.port,
+        client_port=2,
+        auth_token=True,
+    )
+    record.save(cluster, state)
+    record.save_token("secret-of-the-local-cluster", state)
+    try:
+        yield state, listener
+    finally:
+        listener.close()
+
+
+@pytest.mark.parametrize("target", ["local", "url"])
+def test_the_local_token_goes_only_to_a_port_the_cluster_still_holds(
+    squatted: tuple[Path, _Listener], target: str
+) -> None:
+    state, listener = squatted
+    env = {**os.environ, "COCKPIT_STATE_DIR": str(state)}
+    env.pop("RAY_AUTH_TOKEN", None)
+    given = "local" if target == "local" else f"http://127.0.0.1:{listener.port}"
+    result = cockpit("status", given, env=env)
+    assert all("secret-of-the-local-cluster" not in headers for headers in listener.seen)
+    if target == "local":
+        assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+        assert f"127.0.0.1:{listener.port}" in result.stderr and "local cluster" in result.stderr

@@ -79,6 +79,7 @@ def _http_json(url: str, token: str | None = None, timeout: float = 2.0) -> obje
 
 
 def _alive_nodes(cluster: LocalCluster, token: str | None = None) -> list[dict[str, object]]:
+    """The cluster's ALIVE nodes; only call it once `dashboard_is_ours` said so (it sends the token)."""
     url = f"{cluster.dashboard_url}/api/v0/nodes?limit=10000&detail=true"
     doc = _http_json(url, token)
     rows = doc["data"]["result"]["result"]  # type: ignore[index]
@@ -230,7 +231,8 @@ def up(
 def _wait_for_dashboard(cluster: LocalCluster, token: str | None, deadline: float) -> str:
     while True:
         try:
-            alive = _alive_nodes(cluster, token)
+            # The port was free when picked; until the dashboard holds it, another program could.
+            alive = _alive_nodes(cluster, token) if dashboard_is_ours(cluster) else []
             if alive:
                 return str(alive[0].get("node_ip", "127.0.0.1"))
         except (OSError, ValueError, KeyError, TypeError, urllib.error.URLError):
@@ -249,7 +251,7 @@ def _wait_for_nodes(
     last = -1
     while True:
         try:
-            count = len(_alive_nodes(cluster, token))
+            count = len(_alive_nodes(cluster, token)) if dashboard_is_ours(cluster) else 0
         except (OSError, ValueError, KeyError, TypeError, urllib.error.URLError):
             count = 0
         if count != last:
@@ -275,6 +277,11 @@ def add_node(
     cluster = load(directory)
     if cluster is None:
         raise LocalClusterError("no local cluster is running: `cockpit local up` first.")
+    if not dashboard_is_ours(cluster):
+        raise LocalClusterError(
+            f"the local cluster does not hold its dashboard port {cluster.dashboard_port} any more: "
+            "`cockpit local down`, then `cockpit local up`."
+        )
     token = cluster_token(directory)
     before = len(_alive_nodes(cluster, token))
     node = LocalNode(
@@ -383,6 +390,55 @@ def kill_node(index: int, sig: int = signal.SIGKILL, *, directory: Path | None =
     for pid in _marked_pids(cluster.cluster_id, index):
         with contextlib.suppress(OSError):
             os.kill(pid, sig)
+
+
+def _listening_inodes(port: int) -> set[str]:
+    """The socket inodes listening on TCP `port` (any address, IPv4 or IPv6), from /proc/net."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as fh:
+                rows = fh.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(fields[9])
+    return inodes
+
+
+def _socket_inodes(pid: int) -> set[str]:
+    inodes: set[str] = set()
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target[len("socket:[") : -1])
+    return inodes
+
+
+def holds_port(cluster: LocalCluster, port: int) -> bool:
+    """Whether every listener on `port` belongs to the cluster (a process carrying its id, or one of
+    theirs), as the kernel sees it: what a recorded port is checked with before the cluster's token is
+    sent there. A port can change hands once the cluster is gone, to another user's program too; a
+    reply from the port proves nothing (anyone can answer like a dashboard), its owner does.
+    """
+    listening = _listening_inodes(port)
+    if not listening:
+        return False
+    held: set[str] = set()
+    for pid in cluster_pids(cluster):
+        held |= _socket_inodes(pid) & listening
+        if held == listening:
+            return True
+    return False
+
+
+def dashboard_is_ours(cluster: LocalCluster) -> bool:
+    """Whether the recorded dashboard port is still the cluster's own (see `holds_port`)."""
+    return holds_port(cluster, cluster.dashboard_port)
 
 
 def is_running(cluster: LocalCluster) -> bool:
