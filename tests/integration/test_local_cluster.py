@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import os
+import signal
 import subprocess
+import tempfile
 import threading
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from cockpit.core.errors import LocalClusterError
-from cockpit.core.local import processes, record
+from cockpit.core.local import ownership, processes, record
 from tests.harness.cluster import cluster_processes, process_names, processes_named
 from tests.harness.run import run_cockpit
 
@@ -155,3 +160,99 @@ def test_the_local_token_goes_only_to_a_port_the_cluster_still_holds(
     if target == "local":
         assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
         assert f"127.0.0.1:{listener.port}" in result.stderr and "local cluster" in result.stderr
+
+
+def _start_marked(script: str, cluster_id: str) -> subprocess.Popen[bytes]:
+    """A process of the "cluster" (it carries its id, as every Ray process `local up` starts does)."""
+    env = {**os.environ, "COCKPIT_CLUSTER_ID": cluster_id, "COCKPIT_NODE_INDEX": "0"}
+    proc = subprocess.Popen(["bash", "-c", script], env=env)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not _children_of(proc.pid):  # its loop (and trap) is running
+        time.sleep(0.05)
+    return proc
+
+
+def _children_of(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError), open(f"/proc/{entry}/stat") as fh:
+                if int(fh.read().rsplit(") ", 1)[1].split()[1]) == pid:
+                    found.append(int(entry))
+    return found
+
+
+def _record(state: Path, cluster_id: str, root: Path) -> None:
+    record.save(
+        record.LocalCluster(
+            root=str(root), cluster_id=cluster_id, gcs_port=1, dashboard_port=2, client_port=3
+        ),
+        state,
+    )
+
+
+def test_down_signals_a_process_only_while_it_is_still_the_clusters(tmp_path: Path) -> None:
+    """Between SIGTERM and SIGKILL a pid can change hands. Here the process stays but stops being the
+    cluster's (it execs a program without the cluster's id, as a reused pid would be another program):
+    `down` must not SIGKILL it."""
+    cluster_id = uuid.uuid4().hex
+    proc = _start_marked(
+        "trap 'exec env -u COCKPIT_CLUSTER_ID sleep 60' TERM; while :; do sleep 0.05; done", cluster_id
+    )
+    try:
+        _record(tmp_path / "state", cluster_id, tmp_path / "rc")
+        assert processes.down(directory=tmp_path / "state", grace=2.0)
+        assert proc.poll() is None, "down killed a process that was no longer the cluster's"
+        with open(f"/proc/{proc.pid}/cmdline", "rb") as fh:
+            assert fh.read().split(b"\0")[:2] == [b"sleep", b"60"]
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_down_still_ends_what_ignores_sigterm(tmp_path: Path) -> None:
+    cluster_id = uuid.uuid4().hex
+    proc = _start_marked("trap '' TERM; while :; do sleep 0.05; done", cluster_id)
+    try:
+        _record(tmp_path / "state", cluster_id, tmp_path / "rc")
+        assert processes.down(directory=tmp_path / "state", grace=0.5)
+        assert proc.wait(timeout=10) == -9
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_down_removes_only_a_directory_local_up_made(tmp_path: Path) -> None:
+    """`root` comes from a state file: `down` must not remove whatever directory it names."""
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "thesis.tex").write_text("years of work")
+    _record(tmp_path / "state", uuid.uuid4().hex, precious)
+    assert processes.down(directory=tmp_path / "state")
+    assert (precious / "thesis.tex").read_text() == "years of work"
+    # Named like one of ours, but a link to it:
+    link = Path(tempfile.gettempdir()) / f"rc-{os.getuid()}-{uuid.uuid4().hex[:8]}"
+    link.symlink_to(precious)
+    try:
+        _record(tmp_path / "state", uuid.uuid4().hex, link)
+        assert processes.down(directory=tmp_path / "state")
+        assert (precious / "thesis.tex").exists()
+    finally:
+        link.unlink()
+
+
+def test_a_signal_never_reaches_a_process_that_took_a_members_pid() -> None:
+    """What a reused pid looks like to `down`: the same number, another start time."""
+    stranger = subprocess.Popen(["sleep", "60"])
+    try:
+        marks = ownership.needles(uuid.uuid4().hex)
+        found_earlier = ownership.Member(stranger.pid, started="1", marked=False)
+        assert not ownership.send(found_earlier, marks, signal.SIGKILL)
+        assert stranger.poll() is None
+        with open(f"/proc/{stranger.pid}/stat") as fh:
+            started = fh.read().rsplit(") ", 1)[1].split()[19]
+        assert ownership.send(ownership.Member(stranger.pid, started, marked=False), marks, signal.SIGKILL)
+        assert stranger.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        stranger.kill()
+        stranger.wait()
