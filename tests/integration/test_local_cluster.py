@@ -17,9 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.core.errors import LocalClusterError
+from cockpit.core.connection import open_connection
+from cockpit.core.errors import CockpitError, LocalClusterError
 from cockpit.core.local import ownership, processes, record
+from cockpit.core.targets import parse_target
 from tests.harness.cluster import cluster_processes, process_names, processes_named
+from tests.harness.loop_io import opened_on_main_thread
 from tests.harness.run import run_cockpit
 
 pytestmark = pytest.mark.cluster
@@ -256,3 +259,18 @@ def test_a_signal_never_reaches_a_process_that_took_a_members_pid() -> None:
     finally:
         stranger.kill()
         stranger.wait()
+
+
+async def test_the_port_check_scans_proc_off_the_event_loop(
+    squatted: tuple[Path, _Listener], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check reads every process's environment: on a busy login node that is no job for the loop."""
+    state, _listener = squatted
+    monkeypatch.setenv("COCKPIT_STATE_DIR", str(state))
+    with (
+        opened_on_main_thread("/proc/", str(state)) as on_loop,
+        pytest.raises(CockpitError, match="no longer holds"),
+    ):
+        async with open_connection(parse_target("local")):
+            pass
+    assert on_loop == []

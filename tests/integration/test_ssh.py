@@ -9,7 +9,6 @@ import signal
 import stat
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,12 +16,13 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from cockpit.core.connection import open_connection
+from cockpit.core.connection import ConnectOptions, open_connection
 from cockpit.core.ray_api import DashboardUnreachable
-from cockpit.core.ssh.errors import HostKeyChanged, SshError
+from cockpit.core.ssh.errors import HostKeyChanged, SshError, UnknownHostKey
 from cockpit.core.ssh.link import SshLink, SshOptions
 from cockpit.core.targets import parse_target
 from tests.harness.cluster import ClusterHandle
+from tests.harness.loop_io import opened_on_main_thread
 from tests.harness.run import run_cockpit
 from tests.harness.sshd import SshServer, generate_key, listening_addresses, start_sshd
 
@@ -469,20 +469,6 @@ async def test_a_node_asking_for_a_passphrase_keeps_the_heads_login(
         node.stop()
 
 
-_LOOP_OPENS: list[str] = []
-_WATCHED: set[str] = set()
-
-
-def _watch_opens(event: str, args: tuple[object, ...]) -> None:
-    if event == "open" and threading.current_thread() is threading.main_thread():
-        path = os.fsdecode(args[0]) if isinstance(args[0], (str, bytes)) else ""
-        if path in _WATCHED:
-            _LOOP_OPENS.append(path)
-
-
-sys.addaudithook(_watch_opens)  # for good (hooks cannot be removed); it only looks at _WATCHED paths
-
-
 async def test_known_hosts_are_never_read_or_written_on_the_event_loop(tmp_path: Path) -> None:
     """A home directory on NFS can stall: known_hosts is read (head and node) and the accepted node key
     written in worker threads, never on the loop that draws the TUI."""
@@ -492,18 +478,37 @@ async def test_known_hosts_are_never_read_or_written_on_the_event_loop(tmp_path:
         config = node_config(tmp_path, head, node, [head.client_key])
         known = tmp_path / "known_hosts"
         known.write_text(head.known_hosts.read_text())  # the node's key is new: accepted, recorded
-        _WATCHED.add(str(known))
-        link = SshLink(parse_target("head-node"), SshOptions(config=str(config), accept_new=True))
-        try:
-            await link.start()
-            on_node = await link.start_process("echo node", host="127.0.0.1")
-            assert (await asyncio.wait_for(on_node.stdout.readline(), 10)).strip() == "node"
-        finally:
-            await link.close()
-        _WATCHED.clear()
-        assert _LOOP_OPENS == []
+        with opened_on_main_thread(str(known)) as on_loop:
+            link = SshLink(parse_target("head-node"), SshOptions(config=str(config), accept_new=True))
+            try:
+                await link.start()
+                on_node = await link.start_process("echo node", host="127.0.0.1")
+                assert (await asyncio.wait_for(on_node.stdout.readline(), 10)).strip() == "node"
+            finally:
+                await link.close()
+        assert on_loop == []
         assert node.host_public_key.split()[1] in known.read_text()
     finally:
-        _WATCHED.clear()
         head.stop()
         node.stop()
+
+
+async def test_a_host_key_confirmed_at_the_prompt_is_recorded_off_the_event_loop(tmp_path: Path) -> None:
+    """The interactive path (`confirm_host_key`, the TUI's dialog) records the key in a worker thread too."""
+    head = start_sshd(tmp_path / "head")
+    try:
+        config = _config_with_known_hosts(tmp_path, head, "")
+        asked: list[str] = []
+
+        async def confirm(unknown: UnknownHostKey) -> bool:
+            asked.append(unknown.fingerprint)
+            return True
+
+        options = ConnectOptions(ssh_config=str(config), confirm_host_key=confirm)
+        with opened_on_main_thread(str(tmp_path / "known_hosts")) as on_loop:
+            async with open_connection(parse_target("head-node"), options) as conn:
+                assert conn.link is not None
+        assert on_loop == [] and len(asked) == 1
+        assert head.host_public_key.split()[1] in (tmp_path / "known_hosts").read_text()
+    finally:
+        head.stop()
