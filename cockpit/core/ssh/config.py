@@ -122,10 +122,13 @@ def known_hosts_files(config: Any) -> list[Path]:
     """The user's files first (new keys are recorded in the first), then the system-wide ones."""
     user = config.get("UserKnownHostsFile") if config is not None else None
     system = config.get("GlobalKnownHostsFile") if config is not None else None
+    # OpenSSH's defaults are two files each; a `@revoked` line in the second ones counts as well.
+    home = Path.home() / ".ssh"
     files = (
-        [Path(os.path.expanduser(str(p))) for p in user] if user else [Path.home() / ".ssh" / "known_hosts"]
+        [Path(os.path.expanduser(str(p))) for p in user]
+        if user
+        else [home / "known_hosts", home / "known_hosts2"]
     )
-    files += (
-        [Path(os.path.expanduser(str(p))) for p in system] if system else [Path("/etc/ssh/ssh_known_hosts")]
-    )
+    etc = [Path("/etc/ssh/ssh_known_hosts"), Path("/etc/ssh/ssh_known_hosts2")]
+    files += [Path(os.path.expanduser(str(p))) for p in system] if system else etc
     return files
