@@ -436,12 +436,14 @@ async def test_an_encrypted_identity_held_in_the_agent_reaches_nodes(tmp_path: P
         node.stop()
 
 
+@pytest.mark.parametrize("node_key", ["known", "accepted"])
 async def test_a_node_asking_for_a_passphrase_keeps_the_heads_login(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, node_key: str
 ) -> None:
     """No agent; the head takes one key, the node only the head's other, encrypted, key. The cockpit asks
     for its passphrase, and the retry still logs in to the node as `node_login` says: the head's keys and
-    the head's known_hosts (the node's key is in no other file)."""
+    the head's known_hosts (the node's key is in no other file). A node key accepted on the first try is
+    recorded once, before the retry reads known_hosts again."""
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     head = start_sshd(tmp_path / "head")
     locked = tmp_path / "id_locked"
@@ -455,13 +457,18 @@ async def test_a_node_asking_for_a_passphrase_keeps_the_heads_login(
 
     try:
         config = node_config(tmp_path, head, node, [head.client_key, locked])
-        link = SshLink(parse_target("head-node"), SshOptions(config=str(config), ask_passphrase=ask))
+        known = tmp_path / "known_hosts"
+        if node_key == "accepted":
+            known.write_text(head.known_hosts.read_text())
+        options = SshOptions(config=str(config), ask_passphrase=ask, accept_new=node_key == "accepted")
+        link = SshLink(parse_target("head-node"), options)
         try:
             await link.start()
             on_node = await link.start_process("echo $SSH_CONNECTION", host="127.0.0.1")
             line = await asyncio.wait_for(on_node.stdout.readline(), 10)
             assert line.split()[-1] == str(node.port)
             assert asked == [f"Passphrase for {locked}"]
+            assert known.read_text().count(node.host_public_key.split()[1]) == 1
         finally:
             await link.close()
     finally:

@@ -27,33 +27,10 @@ from typing import Any
 
 import asyncssh
 
-from cockpit.core.ssh.config import (
-    Hop,
-    config_files,
-    encrypted_identity,
-    hop_chain,
-    host_config,
-    identity_files,
-    known_hosts_files,
-    node_login,
-)
-from cockpit.core.ssh.errors import (
-    AuthenticationFailed,
-    HostKeyChanged,
-    PassphraseNeeded,
-    SshError,
-    UnknownHostKey,
-)
-from cockpit.core.ssh.host_keys import (
-    KnownHosts,
-    check_host_ca,
-    check_host_key,
-    offered_algorithms,
-    read_known_hosts,
-    record_host_key,
-    refusal,
-    revoked_keys,
-)
+from cockpit.core.ssh.config import Hop, config_files, encrypted_identity, hop_chain, identity_files
+from cockpit.core.ssh.errors import AuthenticationFailed, PassphraseNeeded, SshError
+from cockpit.core.ssh.hop import HostKeyClient, plan_hop
+from cockpit.core.ssh.host_keys import record_host_key, refusal
 from cockpit.core.targets import Target
 
 BACKOFF_SECONDS = (0.5, 1.0, 2.0, 4.0)
@@ -77,65 +54,6 @@ class SshOptions:
     passphrase: str | None = None
     ask_passphrase: Callable[[str], Awaitable[str | None]] | None = None
     """Asked for an encrypted key's passphrase (kept in memory for reconnects, never stored)."""
-
-
-class _Client(asyncssh.SSHClient):
-    """Checks host keys (and host certificates' CAs) our way and tells the link when the connection is
-    lost. Runs on the event loop: it only looks at what `read_known_hosts` parsed beforehand, and leaves
-    recording an accepted key to the link (a file write)."""
-
-    def __init__(
-        self, known: KnownHosts, alias: str | None, accept_new: bool, on_lost: Callable[[], None] | None
-    ) -> None:
-        self._known = known
-        self._alias = alias
-        self._accept_new = accept_new
-        self._on_lost = on_lost
-        self.problem: SshError | None = None
-        self.accepted: UnknownHostKey | None = None
-        """A new key the user accepted (--accept-new), to record once the handshake is over."""
-
-    def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
-        try:
-            check_host_key(host, port, key, self._known, self._alias)
-        except UnknownHostKey as unknown:
-            if not self._accept_new:
-                self.problem = unknown
-                return False
-            self.accepted = unknown
-        except HostKeyChanged as changed:
-            self.problem = changed
-            return False
-        return True
-
-    def validate_host_ca_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
-        try:
-            check_host_ca(host, port, key, self._known, self._alias)
-        except HostKeyChanged as refused:
-            self.problem = refused
-            return False
-        return True
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._on_lost is not None:
-            self._on_lost()
-
-
-@dataclass(frozen=True)
-class _HopPlan:
-    """Everything `_connect_hop` needs from disk (the SSH config, known_hosts), read in one go off the
-    event loop."""
-
-    config: Any
-    username: Any
-    client_keys: list[str]
-    """Given explicitly to nodes behind the head (`node_login`); empty: asyncssh's own choice."""
-    host: str
-    port: int
-    alias: str | None
-    known: KnownHosts
-    algorithms: list[str]
-    revoked: list[asyncssh.SSHKey]
 
 
 @dataclass
@@ -204,32 +122,6 @@ class SshLink:
             raise
         self._conns = conns
 
-    def _plan(self, hop: Hop, node: bool) -> _HopPlan:
-        """Read what connecting to `hop` needs (blocking: config and known_hosts files)."""
-        config = host_config(hop, self._paths) if self._paths else None
-        if node:
-            username, client_keys, files = node_login(self.target, hop, self._paths)
-            # OpenSSH passes over an IdentityFile that does not exist; asyncssh fails on an explicit one.
-            client_keys = [key for key in client_keys if os.path.isfile(key)]
-        else:
-            username, client_keys, files = hop.user or (), [], known_hosts_files(config)
-        host = str(config.get("Hostname", hop.host)) if config is not None else hop.host
-        port = hop.port or (int(config.get("Port", 22)) if config is not None else 22)
-        alias = config.get("HostKeyAlias") if config is not None else None
-        alias = str(alias) if alias else None
-        known = read_known_hosts(files)
-        return _HopPlan(
-            config=config,
-            username=username,
-            client_keys=client_keys,
-            host=host,
-            port=port,
-            alias=alias,
-            known=known,
-            algorithms=offered_algorithms(host, port, known, alias),
-            revoked=revoked_keys(host, port, known, alias),
-        )
-
     async def _connect_hop(
         self, hop: Hop, tunnel: asyncssh.SSHClientConnection | None, node: bool = False
     ) -> asyncssh.SSHClientConnection:
@@ -237,10 +129,10 @@ class SshLink:
         to as `node_login` says."""
         # Read once per connection, off the event loop (a home directory on NFS can take its time); the
         # host-key checks asyncssh calls back into are synchronous and use what was read here.
-        plan = await asyncio.to_thread(self._plan, hop, node)
+        plan = await asyncio.to_thread(plan_hop, self.target, hop, node, self._paths)
         config = plan.config
         is_target = hop == self.target
-        client = _Client(
+        client = HostKeyClient(
             plan.known, plan.alias, self.options.accept_new, self._lost.set if is_target else None
         )
         keepalive = config.get("ServerAliveInterval") if config is not None else None
@@ -249,7 +141,7 @@ class SshLink:
             "port": hop.port or (),
             "config": self._paths or None,
             "tunnel": tunnel,
-            # Nothing trusted up front, so asyncssh asks _Client about every key and every certificate's
+            # Nothing trusted up front, so asyncssh asks HostKeyClient about every key and every certificate's
             # CA; the revoked keys are given too, so a certificate over a revoked host key is refused.
             "known_hosts": ([], [], plan.revoked),
             "client_factory": lambda: client,
@@ -268,7 +160,7 @@ class SshLink:
             kwargs["passphrase"] = self._passphrase
         label = hop.host if hop.port is None else f"{hop.host}:{hop.port}"
         try:
-            return await asyncssh.connect(hop.host, **kwargs)
+            return await self._handshake(hop.host, kwargs, client)
         except asyncssh.HostKeyNotVerifiable as exc:
             if client.problem is not None:
                 raise client.problem from None
@@ -303,10 +195,22 @@ class SshLink:
         except (OSError, asyncssh.Error) as exc:
             reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
             raise SshError(f"cannot connect to {label}: {reason}") from None
+
+    @staticmethod
+    async def _handshake(
+        host: str, kwargs: dict[str, Any], client: HostKeyClient
+    ) -> asyncssh.SSHClientConnection:
+        """`asyncssh.connect`, then record the new host key the user accepted, if any: even when the login
+        then fails (as OpenSSH does), and before a passphrase retry reads known_hosts again."""
+        try:
+            return await asyncssh.connect(host, **kwargs)
         finally:
             if client.accepted is not None:
-                # Recorded even when the login then fails, as OpenSSH does: the key was accepted.
-                await asyncio.to_thread(record_host_key, client.accepted)
+                try:
+                    await asyncio.to_thread(record_host_key, client.accepted)
+                except OSError as exc:
+                    where = client.accepted.known_hosts
+                    raise SshError(f"cannot add the host key to {where}: {exc.strerror or exc}.") from None
 
     async def _forward(self, conn: asyncssh.SSHClientConnection) -> None:
         with contextlib.suppress(FileNotFoundError):
