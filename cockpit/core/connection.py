@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -61,10 +62,23 @@ async def _start_link(target: Target, opts: ConnectOptions) -> SshLink:
             await link.close()
             if opts.confirm_host_key is None or not await opts.confirm_host_key(unknown):
                 raise
-            record_host_key(unknown)
+            await asyncio.to_thread(record_host_key, unknown)  # a file write: off the loop
         except BaseException:
             await link.close()
             raise
+
+
+def _holds_its_port(cluster: record.LocalCluster) -> bool:
+    """Whether the recorded dashboard port is still held by the cluster's own processes."""
+    from cockpit.core.local.processes import dashboard_is_ours
+
+    return dashboard_is_ours(cluster)
+
+
+def _local_token(opts: ConnectOptions) -> str | None:
+    """The local cluster's token: its own (none if it runs without), or an explicit --token-file. Never
+    RAY_AUTH_TOKEN nor ~/.ray/auth_token: those are the user's other clusters' tokens."""
+    return load_token(opts.token_file) if opts.token_file else record.cluster_token()
 
 
 @asynccontextmanager
@@ -76,20 +90,29 @@ async def open_connection(target: Target, options: ConnectOptions | None = None)
     """
     opts = options or ConnectOptions()
     link: SshLink | None = None
-    cluster = record.load()
+    # Files and a /proc scan (`_holds_its_port`): off the event loop, which may be drawing the TUI.
+    cluster = await asyncio.to_thread(record.load)
     if target.kind == "local":
         if cluster is None:
             raise CockpitError("no local cluster is running: start one with `cockpit local up`.")
-        token = load_token(opts.token_file, record.cluster_token())
+        if not await asyncio.to_thread(_holds_its_port, cluster):
+            raise CockpitError(
+                f"the local cluster recorded at 127.0.0.1:{cluster.dashboard_port} no longer holds that "
+                "port (it stopped?): `cockpit local down`, then `cockpit local up`."
+            )
+        token = await asyncio.to_thread(_local_token, opts)
         client = DashboardClient(cluster.dashboard_url, token=token, timeout=opts.timeout)
     elif target.kind == "http":
         assert target.url is not None
-        # The local cluster's address given as a URL still finds that cluster's token.
+        # The local cluster's address given as a URL still finds that cluster's token (only its own).
         own = cluster is not None and target.url.rstrip("/") == cluster.dashboard_url
-        token = load_token(opts.token_file, record.cluster_token() if own else None)
+        if own and cluster is not None and await asyncio.to_thread(_holds_its_port, cluster):
+            token = await asyncio.to_thread(_local_token, opts)
+        else:
+            token = await asyncio.to_thread(load_token, opts.token_file)
         client = DashboardClient(target.url, token=token, timeout=opts.timeout)
     else:
-        token = load_token(opts.token_file)
+        token = await asyncio.to_thread(load_token, opts.token_file)
         link = await _start_link(target, opts)
         client = DashboardClient(
             "http://dashboard",

@@ -31,7 +31,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["SshServer", "ensure_openssh", "find_free_port", "listening_addresses", "start_sshd"]
+__all__ = [
+    "SshServer",
+    "ensure_openssh",
+    "find_free_port",
+    "generate_key",
+    "listening_addresses",
+    "start_sshd",
+]
 
 HOST = "127.0.0.1"
 """The only address the harness ever listens on."""
@@ -97,13 +104,14 @@ def find_free_port() -> int:
         return port
 
 
-def _generate_key(path: Path, comment: str) -> str:
-    """Create an unencrypted ed25519 key pair at ``path``; return ``"ssh-ed25519 AAAA..."``."""
+def generate_key(path: Path, comment: str, passphrase: str = "") -> str:
+    """Create an ed25519 key pair at ``path`` (encrypted when ``passphrase`` is given); return
+    ``"ssh-ed25519 AAAA..."``."""
     keygen = _which("ssh-keygen")
     if keygen is None:
         raise RuntimeError("ssh-keygen not found; install openssh-client")
     subprocess.run(
-        [keygen, "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
+        [keygen, "-q", "-t", "ed25519", "-N", passphrase, "-C", comment, "-f", str(path)],
         check=True,
         capture_output=True,
         text=True,
@@ -349,6 +357,28 @@ class SshServer:
         else:
             self.process.wait()
 
+    def use_host_certificate(
+        self, ca_key: Path, principals: str = "127.0.0.1,localhost", validity: str | None = None
+    ) -> Path:
+        """Sign the host key with the CA ``ca_key`` (``ssh-keygen -s CA -h``) and restart the server
+        presenting that certificate (``HostCertificate``); returns the certificate's path.
+
+        ``principals`` is ``ssh-keygen -n`` (the names the certificate is valid for), ``validity`` its
+        ``-V`` (e.g. ``20000101:20000102`` for one long expired).
+        """
+        public = self.host_key.with_name(self.host_key.name + ".pub")
+        command = ["ssh-keygen", "-q", "-s", str(ca_key), "-I", "harness-host", "-h", "-n", principals]
+        if validity is not None:
+            command += ["-V", validity]
+        subprocess.run([*command, str(public)], check=True, capture_output=True, text=True)
+        certificate = self.host_key.with_name(self.host_key.name + "-cert.pub")
+        lines = [
+            ln for ln in self.config_file.read_text().splitlines() if not ln.startswith("HostCertificate")
+        ]
+        self.config_file.write_text("\n".join([*lines, f"HostCertificate {certificate}"]) + "\n")
+        self.restart()
+        return certificate
+
     def restart(self) -> None:
         """Stop the server (dropping all connections) and start it again on the same port and keys."""
         self.stop()
@@ -448,10 +478,10 @@ def start_sshd(
     user = pwd.getpwuid(os.getuid()).pw_name
 
     host_key = root / "ssh_host_ed25519_key"
-    host_public_key = _generate_key(host_key, f"sshd-harness-host@{HOST}")
+    host_public_key = generate_key(host_key, f"sshd-harness-host@{HOST}")
     if client_key is None:
         client_key = root / "id_ed25519"
-        client_public_key = _generate_key(client_key, f"sshd-harness-client@{user}")
+        client_public_key = generate_key(client_key, f"sshd-harness-client@{user}")
     else:
         client_key = client_key.resolve()
         client_public_key = _public_key_of(client_key)

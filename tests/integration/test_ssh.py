@@ -13,15 +13,18 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import asyncssh
 import pytest
 
-from cockpit.core.connection import open_connection
+from cockpit.core.connection import ConnectOptions, open_connection
 from cockpit.core.ray_api import DashboardUnreachable
-from cockpit.core.ssh.errors import SshError
+from cockpit.core.ssh.errors import HostKeyChanged, SshError, UnknownHostKey
+from cockpit.core.ssh.link import SshLink, SshOptions
 from cockpit.core.targets import parse_target
 from tests.harness.cluster import ClusterHandle
+from tests.harness.loop_io import opened_on_main_thread
 from tests.harness.run import run_cockpit
-from tests.harness.sshd import SshServer, listening_addresses, start_sshd
+from tests.harness.sshd import SshServer, generate_key, listening_addresses, start_sshd
 
 pytestmark = [pytest.mark.ssh, pytest.mark.cluster]
 
@@ -272,3 +275,247 @@ async def test_processes_run_on_the_head_and_on_a_node_through_it(
         await conn.link.close_node_connections()
         again = await conn.link.start_process("echo again", host="127.0.0.1")  # a fresh connection
         assert (await asyncio.wait_for(again.stdout.readline(), 10)).strip() == "again"
+
+
+# -- host keys and certificates against a real sshd (no cluster needed) -------------------------------
+
+
+@pytest.fixture
+def own_head(tmp_path: Path) -> Iterator[SshServer]:
+    """An sshd of the test's own: the certificate tests restart it with their own HostCertificate."""
+    server = start_sshd(tmp_path / "sshd")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def ca(tmp_path: Path) -> Path:
+    """A host CA (`ssh-keygen`), its public half beside it as `ca.pub`."""
+    generate_key(tmp_path / "ca", "test-host-ca")
+    return tmp_path / "ca"
+
+
+def public(key: Path) -> str:
+    """`TYPE BASE64` of a key pair made by ssh-keygen."""
+    return " ".join(key.with_name(key.name + ".pub").read_text().split()[:2])
+
+
+async def start_link(config: Path) -> SshLink:
+    link = SshLink(parse_target("head-node"), SshOptions(config=str(config)))
+    try:
+        await link.start()
+    except BaseException:
+        await link.close()
+        raise
+    return link
+
+
+async def run_on(link: SshLink, command: str) -> str:
+    process = await link.start_process(command)
+    return (await asyncio.wait_for(process.stdout.readline(), 10)).strip()
+
+
+async def test_a_host_certificate_signed_by_a_listed_ca_is_trusted(
+    tmp_path: Path, own_head: SshServer, ca: Path
+) -> None:
+    """Only an `@cert-authority` line in known_hosts, as on sites that sign their hosts' keys."""
+    own_head.use_host_certificate(ca)
+    config = _config_with_known_hosts(
+        tmp_path, own_head, f"@cert-authority [127.0.0.1]:{own_head.port} {public(ca)}\n"
+    )
+    link = await start_link(config)
+    try:
+        assert await run_on(link, "echo certified") == "certified"
+    finally:
+        await link.close()
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("principal not this host", "principal"),
+        ("expired", "expired"),
+        ("CA revoked", "CA that signed .* is revoked"),
+        ("host key under the certificate revoked", "revoked"),
+        ("signed by another CA", "not listed"),
+        ("CA listed for port 22 only", "is unknown"),
+    ],
+)
+async def test_a_host_certificate_is_refused(
+    tmp_path: Path, own_head: SshServer, ca: Path, case: str, message: str
+) -> None:
+    label = f"[127.0.0.1]:{own_head.port}"
+    listed = f"@cert-authority {label} {public(ca)}\n"
+    if case == "principal not this host":
+        own_head.use_host_certificate(ca, principals="other.example")
+    elif case == "expired":
+        own_head.use_host_certificate(ca, validity="20000101:20000102")
+    elif case == "CA revoked":
+        own_head.use_host_certificate(ca)
+        listed += f"@revoked * {public(ca)}\n"
+    elif case == "host key under the certificate revoked":
+        own_head.use_host_certificate(ca)
+        listed += f"@revoked {label} {own_head.host_public_key}\n"
+    elif case == "signed by another CA":
+        generate_key(tmp_path / "other-ca", "other-ca")
+        own_head.use_host_certificate(tmp_path / "other-ca")
+    else:
+        own_head.use_host_certificate(ca)
+        listed = f"@cert-authority 127.0.0.1 {public(ca)}\n"
+    config = _config_with_known_hosts(tmp_path, own_head, listed)
+    with pytest.raises(SshError, match=message) as info:
+        await start_link(config)
+    assert info.value.permanent and "\n" not in str(info.value)
+
+
+async def test_a_revoked_host_key_on_another_port_is_refused(tmp_path: Path, own_head: SshServer) -> None:
+    label = f"[127.0.0.1]:{own_head.port}"
+    config = _config_with_known_hosts(
+        tmp_path,
+        own_head,
+        f"@revoked {label} {own_head.host_public_key}\n{label} {own_head.host_public_key}\n",
+    )
+    with pytest.raises(HostKeyChanged, match=rf"revoked \({tmp_path / 'known_hosts'}:1\)"):
+        await start_link(config)
+
+
+# -- nodes behind the head (high-resolution GPU mode) ------------------------------------------------
+
+
+@pytest.fixture
+def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A real ssh-agent of the test's own, as SSH_AUTH_SOCK."""
+    sock = tmp_path / "agent.sock"
+    process = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
+        yield sock
+    finally:
+        process.kill()
+        process.wait()
+
+
+def node_config(tmp_path: Path, head: SshServer, node: SshServer, identities: list[Path]) -> Path:
+    """The head named in the config (its user, keys, known hosts); the node only by its address, with
+    its port (both sshds are on 127.0.0.1), as most cluster configs read."""
+    known = tmp_path / "known_hosts"
+    known.write_text(head.known_hosts.read_text() + node.known_hosts.read_text())
+    entry = head.ssh_config_entry("head-node").replace(str(head.known_hosts), str(known))
+    entry = entry.replace(f"    IdentityFile {head.client_key}\n", "")
+    entry += "".join(f"    IdentityFile {key}\n" for key in identities)
+    config = tmp_path / "config"
+    config.write_text(entry + f"Host 127.0.0.1\n    Port {node.port}\n")
+    return config
+
+
+async def test_an_encrypted_identity_held_in_the_agent_reaches_nodes(tmp_path: Path, agent: Path) -> None:
+    """The usual setup: an encrypted IdentityFile, unlocked once with ssh-add. The node must be reached
+    with the agent's key, as the head is (not fail on the file it cannot open)."""
+    key = tmp_path / "id_encrypted"
+    generate_key(key, "encrypted", passphrase="correct horse")
+    agent_client = await asyncssh.connect_agent(str(agent))
+    await agent_client.add_keys([asyncssh.read_private_key(key, "correct horse")])
+    agent_client.close()
+    head = start_sshd(tmp_path / "head", client_key=key)
+    node = start_sshd(tmp_path / "node", client_key=key)
+    try:
+        link = await start_link(node_config(tmp_path, head, node, [key]))
+        try:
+            on_node = await link.start_process("echo $SSH_CONNECTION", host="127.0.0.1")
+            line = await asyncio.wait_for(on_node.stdout.readline(), 10)
+            assert line.split()[-1] == str(node.port)
+        finally:
+            await link.close()
+    finally:
+        head.stop()
+        node.stop()
+
+
+@pytest.mark.parametrize("node_key", ["known", "accepted"])
+async def test_a_node_asking_for_a_passphrase_keeps_the_heads_login(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, node_key: str
+) -> None:
+    """No agent; the head takes one key, the node only the head's other, encrypted, key. The cockpit asks
+    for its passphrase, and the retry still logs in to the node as `node_login` says: the head's keys and
+    the head's known_hosts (the node's key is in no other file). A node key accepted on the first try is
+    recorded once, before the retry reads known_hosts again."""
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    head = start_sshd(tmp_path / "head")
+    locked = tmp_path / "id_locked"
+    generate_key(locked, "locked", passphrase="correct horse")
+    node = start_sshd(tmp_path / "node", client_key=locked)
+    asked: list[str] = []
+
+    async def ask(prompt: str) -> str:
+        asked.append(prompt)
+        return "correct horse"
+
+    try:
+        config = node_config(tmp_path, head, node, [head.client_key, locked])
+        known = tmp_path / "known_hosts"
+        if node_key == "accepted":
+            known.write_text(head.known_hosts.read_text())
+        options = SshOptions(config=str(config), ask_passphrase=ask, accept_new=node_key == "accepted")
+        link = SshLink(parse_target("head-node"), options)
+        try:
+            await link.start()
+            on_node = await link.start_process("echo $SSH_CONNECTION", host="127.0.0.1")
+            line = await asyncio.wait_for(on_node.stdout.readline(), 10)
+            assert line.split()[-1] == str(node.port)
+            assert asked == [f"Passphrase for {locked}"]
+            assert known.read_text().count(node.host_public_key.split()[1]) == 1
+        finally:
+            await link.close()
+    finally:
+        head.stop()
+        node.stop()
+
+
+async def test_known_hosts_are_never_read_or_written_on_the_event_loop(tmp_path: Path) -> None:
+    """A home directory on NFS can stall: known_hosts is read (head and node) and the accepted node key
+    written in worker threads, never on the loop that draws the TUI."""
+    head = start_sshd(tmp_path / "head")
+    node = start_sshd(tmp_path / "node", client_key=head.client_key)
+    try:
+        config = node_config(tmp_path, head, node, [head.client_key])
+        known = tmp_path / "known_hosts"
+        known.write_text(head.known_hosts.read_text())  # the node's key is new: accepted, recorded
+        with opened_on_main_thread(str(known)) as on_loop:
+            link = SshLink(parse_target("head-node"), SshOptions(config=str(config), accept_new=True))
+            try:
+                await link.start()
+                on_node = await link.start_process("echo node", host="127.0.0.1")
+                assert (await asyncio.wait_for(on_node.stdout.readline(), 10)).strip() == "node"
+            finally:
+                await link.close()
+        assert on_loop == []
+        assert node.host_public_key.split()[1] in known.read_text()
+    finally:
+        head.stop()
+        node.stop()
+
+
+async def test_a_host_key_confirmed_at_the_prompt_is_recorded_off_the_event_loop(tmp_path: Path) -> None:
+    """The interactive path (`confirm_host_key`, the TUI's dialog) records the key in a worker thread too."""
+    head = start_sshd(tmp_path / "head")
+    try:
+        config = _config_with_known_hosts(tmp_path, head, "")
+        asked: list[str] = []
+
+        async def confirm(unknown: UnknownHostKey) -> bool:
+            asked.append(unknown.fingerprint)
+            return True
+
+        options = ConnectOptions(ssh_config=str(config), confirm_host_key=confirm)
+        with opened_on_main_thread(str(tmp_path / "known_hosts")) as on_loop:
+            async with open_connection(parse_target("head-node"), options) as conn:
+                assert conn.link is not None
+        assert on_loop == [] and len(asked) == 1
+        assert head.host_public_key.split()[1] in (tmp_path / "known_hosts").read_text()
+    finally:
+        head.stop()

@@ -48,3 +48,16 @@ def test_no_user_anywhere_means_the_local_user(tmp_path: Path) -> None:
     paths = write(tmp_path, "Host head-node\n  HostName 203.0.113.5\n")
     username, _keys, _files = node_login(Hop("head-node"), Hop("10.0.0.7"), paths)
     assert username in ((), getpass.getuser())
+
+
+def test_known_hosts_files_default_to_openssh_s_four(tmp_path: Path) -> None:
+    """OpenSSH reads known_hosts2 and ssh_known_hosts2 too: a key revoked there must count here."""
+    from cockpit.core.ssh.config import known_hosts_files
+
+    home = Path.home() / ".ssh"
+    assert known_hosts_files(None) == [
+        home / "known_hosts",
+        home / "known_hosts2",
+        Path("/etc/ssh/ssh_known_hosts"),
+        Path("/etc/ssh/ssh_known_hosts2"),
+    ]

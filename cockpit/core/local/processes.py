@@ -7,7 +7,8 @@ start nodes on real machines, so everything the cockpit does against it is what 
 
 Ownership: every Ray process of the cluster inherits `COCKPIT_CLUSTER_ID` (and `COCKPIT_NODE_INDEX`) in
 its environment, whatever name it gives itself later; `down` ends exactly the processes carrying this
-cluster's id, never another user's or another cluster's Ray, nor a `tail -f` of its logs.
+cluster's id, never another user's or another cluster's Ray, nor a `tail -f` of its logs, nor a process
+that took a pid of theirs (`ownership`).
 
 Safety on a shared machine: the dashboard binds 127.0.0.1, and the cluster uses Ray's token auth by
 default (a fresh random token, kept in the 0600 state directory), because any local user can reach a
@@ -16,7 +17,6 @@ loopback port, and Ray's GCS listens on the machine's address.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
@@ -25,7 +25,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -34,6 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cockpit.core.errors import LocalClusterError
+from cockpit.core.local import ownership
 from cockpit.core.local.record import LocalCluster, LocalNode, cluster_token, forget, load, save, save_token
 
 Progress = Callable[[str], None]
@@ -79,6 +79,7 @@ def _http_json(url: str, token: str | None = None, timeout: float = 2.0) -> obje
 
 
 def _alive_nodes(cluster: LocalCluster, token: str | None = None) -> list[dict[str, object]]:
+    """The cluster's ALIVE nodes; only call it once `dashboard_is_ours` said so (it sends the token)."""
     url = f"{cluster.dashboard_url}/api/v0/nodes?limit=10000&detail=true"
     doc = _http_json(url, token)
     rows = doc["data"]["result"]["result"]  # type: ignore[index]
@@ -178,8 +179,7 @@ def up(
         )
     if existing is not None:
         down(directory=directory)
-    # Short (Ray's socket paths must fit 107 bytes), private and unpredictable.
-    root = Path(tempfile.mkdtemp(prefix=f"rc-{os.getuid()}-", dir="/tmp"))
+    root = ownership.make_root()
     if auth and token is None:
         token = secrets.token_urlsafe(32)
     save_token(token, directory)
@@ -230,7 +230,8 @@ def up(
 def _wait_for_dashboard(cluster: LocalCluster, token: str | None, deadline: float) -> str:
     while True:
         try:
-            alive = _alive_nodes(cluster, token)
+            # The port was free when picked; until the dashboard holds it, another program could.
+            alive = _alive_nodes(cluster, token) if dashboard_is_ours(cluster) else []
             if alive:
                 return str(alive[0].get("node_ip", "127.0.0.1"))
         except (OSError, ValueError, KeyError, TypeError, urllib.error.URLError):
@@ -249,7 +250,7 @@ def _wait_for_nodes(
     last = -1
     while True:
         try:
-            count = len(_alive_nodes(cluster, token))
+            count = len(_alive_nodes(cluster, token)) if dashboard_is_ours(cluster) else 0
         except (OSError, ValueError, KeyError, TypeError, urllib.error.URLError):
             count = 0
         if count != last:
@@ -275,6 +276,11 @@ def add_node(
     cluster = load(directory)
     if cluster is None:
         raise LocalClusterError("no local cluster is running: `cockpit local up` first.")
+    if not dashboard_is_ours(cluster):
+        raise LocalClusterError(
+            f"the local cluster does not hold its dashboard port {cluster.dashboard_port} any more: "
+            "`cockpit local down`, then `cockpit local up`."
+        )
     token = cluster_token(directory)
     before = len(_alive_nodes(cluster, token))
     node = LocalNode(
@@ -292,85 +298,29 @@ def add_node(
     return node
 
 
-def _children() -> dict[int, list[int]]:
-    """Parent pid -> child pids, for every process."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as fh:
-                    parent = int(fh.read().rsplit(") ", 1)[-1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(parent, []).append(int(entry))
-    return children
-
-
-def _marked_pids(cluster_id: str, node_index: int | None = None) -> list[int]:
-    """Live processes whose environment carries this cluster's id (and node index, if given), and
-    their descendants: Ray's Python agents write their process titles over their environment, so
-    they are found as children of the (marked) raylet instead.
-
-    Only our own processes' environments are readable, which is exactly the set we may stop.
-    """
-    needles = [f"COCKPIT_CLUSTER_ID={cluster_id}".encode()]
-    if node_index is not None:
-        needles.append(f"COCKPIT_NODE_INDEX={node_index}".encode())
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as fh:
-                variables = fh.read().split(b"\0")
-        except OSError:
-            continue
-        if all(needle in variables for needle in needles) and _running(int(entry)):
-            pids.append(int(entry))
-    children = _children()
-    found = set(pids)
-    pending = list(pids)
-    while pending:
-        for child in children.get(pending.pop(), ()):
-            if child not in found and child != os.getpid() and _running(child):
-                found.add(child)
-                pending.append(child)
-    return sorted(found)
-
-
 def cluster_pids(cluster: LocalCluster) -> list[int]:
     """Every live process of the cluster (Ray daemons, workers, job drivers)."""
-    return _marked_pids(cluster.cluster_id)
+    return [member.pid for member in ownership.members(ownership.needles(cluster.cluster_id))]
 
 
-def _terminate(pids: list[int], grace: float) -> None:
-    """SIGTERM, then SIGKILL what is left after `grace` s, then wait (briefly) until init reaps them."""
-    everyone = list(pids)
+def _terminate(cluster: LocalCluster, grace: float) -> None:
+    """SIGTERM, then SIGKILL what is left after `grace` s, then wait (briefly) until init reaps them;
+    each signal only to a process that is still the cluster's right then (`ownership.send`)."""
+    marks = ownership.needles(cluster.cluster_id)
+    left = ownership.members(marks)
+    signalled = list(left)
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            with contextlib.suppress(OSError):
-                os.kill(pid, sig)
+        left = [member for member in left if ownership.send(member, marks, sig)]
         deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            pids = [p for p in pids if _running(p)]
-            if not pids:
-                break
+        while left and time.monotonic() < deadline:
             time.sleep(0.1)
-        if not pids:
+            left = [member for member in left if member.still(marks)]
+        if not left:
             break
     # Orphaned daemons are reaped by init; wait a little so `pgrep raylet` agrees the cluster is gone.
     deadline = time.monotonic() + 5.0
-    while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") for p in everyone):
+    while time.monotonic() < deadline and any(m.still(marks) for m in signalled):
         time.sleep(0.1)
-
-
-def _running(pid: int) -> bool:
-    """True while the process exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(") ", 1)[-1][:1] != "Z"
-    except OSError:
-        return False
 
 
 def kill_node(index: int, sig: int = signal.SIGKILL, *, directory: Path | None = None) -> None:
@@ -380,13 +330,18 @@ def kill_node(index: int, sig: int = signal.SIGKILL, *, directory: Path | None =
         raise LocalClusterError("no local cluster is running.")
     if all(node.index != index for node in cluster.nodes):
         raise LocalClusterError(f"the local cluster has no node {index}.")
-    for pid in _marked_pids(cluster.cluster_id, index):
-        with contextlib.suppress(OSError):
-            os.kill(pid, sig)
+    marks = ownership.needles(cluster.cluster_id, index)
+    for member in ownership.members(marks):
+        ownership.send(member, marks, sig)
+
+
+def dashboard_is_ours(cluster: LocalCluster) -> bool:
+    """Whether the recorded dashboard port is still the cluster's own (`ownership.holds_port`)."""
+    return ownership.holds_port(ownership.needles(cluster.cluster_id), cluster.dashboard_port)
 
 
 def is_running(cluster: LocalCluster) -> bool:
-    return bool(_marked_pids(cluster.cluster_id, 0))
+    return bool(ownership.members(ownership.needles(cluster.cluster_id, 0)))
 
 
 def down(*, directory: Path | None = None, keep_logs: bool = False, grace: float = 5.0) -> bool:
@@ -394,8 +349,9 @@ def down(*, directory: Path | None = None, keep_logs: bool = False, grace: float
     cluster = load(directory)
     if cluster is None:
         return False
-    _terminate(cluster_pids(cluster), grace)
+    _terminate(cluster, grace)
     forget(directory)
-    if not keep_logs:
+    # `root` comes from a file: remove it only if it is what `up` made (never a path put there).
+    if not keep_logs and ownership.is_our_root(cluster.root):
         shutil.rmtree(cluster.root, ignore_errors=True)
     return True

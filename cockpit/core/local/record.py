@@ -1,16 +1,20 @@
 """Provides what the cockpit remembers of the local cluster: its record (`local.json`) and its auth token.
 
-Both live in a private state directory (0700; the token file 0600). Reading them starts nothing and
-imports nothing heavy: every command that takes the `local` TARGET does it, the processes of the cluster
-are `processes`'s business.
+Both live in a private state directory (0700 and this user's, checked before each write; the token
+file 0600, created afresh with O_EXCL|O_NOFOLLOW). Reading them starts nothing and imports nothing
+heavy: every command that takes the `local` TARGET does it, the processes of the cluster are
+`processes`'s business.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from cockpit.core.errors import LocalClusterError
 
 
 def state_dir() -> Path:
@@ -85,25 +89,53 @@ def cluster_token(directory: Path | None = None) -> str | None:
         return None
 
 
+def private_dir(directory: Path | None = None) -> Path:
+    """The state directory, made 0700 if missing; refused (one line) unless it is a real directory of
+    this user that nobody else can enter: the token is written there, and a directory others can write
+    to lets them swap a file for a link at the moment it is written."""
+    path = directory or state_dir()
+    if not path.exists() and not path.is_symlink():
+        path.mkdir(parents=True, mode=0o700)
+        path.chmod(0o700)  # mkdir's mode is cut by the umask
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode):
+        problem = "a symbolic link"
+    elif not stat.S_ISDIR(info.st_mode):
+        problem = "not a directory"
+    elif info.st_uid != os.getuid():
+        problem = f"not yours (owner uid {info.st_uid})"
+    elif info.st_mode & 0o077:
+        problem = f"open to others (mode {stat.S_IMODE(info.st_mode):04o}): chmod 700 {path}"
+    else:
+        return path
+    raise LocalClusterError(
+        f"the cockpit's state directory {path} is {problem}; it must be a private directory of yours "
+        "(or set COCKPIT_STATE_DIR to one)."
+    )
+
+
+def _write_new(path: Path, text: str) -> None:
+    """Create `path` afresh (0600; never through a link, never into a file that is already there)."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+
+
 def save(cluster: LocalCluster, directory: Path | None = None) -> None:
     """Remember `cluster` (written whole, then renamed: a reader never sees half a record)."""
-    path = _state_file(directory)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = _state_file(private_dir(directory))
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(cluster), indent=2))
+    _write_new(tmp, json.dumps(asdict(cluster), indent=2))
     tmp.replace(path)
 
 
 def save_token(token: str | None, directory: Path | None = None) -> None:
     """Keep the auth token of a new cluster (a fresh 0600 file); None: the new cluster has none."""
-    path = token_file(directory)
+    path = token_file(private_dir(directory))
     path.unlink(missing_ok=True)
-    if token is None:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(token + "\n")
+    if token is not None:
+        _write_new(path, token + "\n")
 
 
 def forget(directory: Path | None = None) -> None:

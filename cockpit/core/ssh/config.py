@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import getpass
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,11 +97,15 @@ def hop_chain(target: Hop, paths: list[str]) -> list[Hop]:
     )
 
 
-def encrypted_identity(config: Any) -> str | None:
-    """The first identity (IdentityFile, else the default ones) that needs a passphrase to open."""
+def identity_files(config: Any) -> list[str]:
+    """The identities asyncssh offers for a destination: its IdentityFile, else the default ones."""
     names = (config.get("IdentityFile") if config is not None else None) or _DEFAULT_IDENTITIES
-    for name in names:
-        path = os.path.expanduser(str(name))
+    return [os.path.expanduser(str(name)) for name in names]
+
+
+def encrypted_identity(identities: Sequence[str]) -> str | None:
+    """The first of `identities` (paths) that needs a passphrase to open. Blocking: reads the files."""
+    for path in identities:
         if not os.path.isfile(path):
             continue
         try:
@@ -117,10 +122,13 @@ def known_hosts_files(config: Any) -> list[Path]:
     """The user's files first (new keys are recorded in the first), then the system-wide ones."""
     user = config.get("UserKnownHostsFile") if config is not None else None
     system = config.get("GlobalKnownHostsFile") if config is not None else None
+    # OpenSSH's defaults are two files each; a `@revoked` line in the second ones counts as well.
+    home = Path.home() / ".ssh"
     files = (
-        [Path(os.path.expanduser(str(p))) for p in user] if user else [Path.home() / ".ssh" / "known_hosts"]
+        [Path(os.path.expanduser(str(p))) for p in user]
+        if user
+        else [home / "known_hosts", home / "known_hosts2"]
     )
-    files += (
-        [Path(os.path.expanduser(str(p))) for p in system] if system else [Path("/etc/ssh/ssh_known_hosts")]
-    )
+    etc = [Path("/etc/ssh/ssh_known_hosts"), Path("/etc/ssh/ssh_known_hosts2")]
+    files += [Path(os.path.expanduser(str(p))) for p in system] if system else etc
     return files

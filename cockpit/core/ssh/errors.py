@@ -28,8 +28,12 @@ class UnknownHostKey(SshError):
 
     permanent = True
 
-    def __init__(self, message: str, host: str, port: int, key: Any, known_hosts: Path) -> None:
+    def __init__(
+        self, message: str, host: str, port: int, key: Any, known_hosts: Path, alias: str | None = None
+    ) -> None:
         self.host, self.port, self.key, self.known_hosts = host, port, key, known_hosts
+        self.alias = alias
+        """The `HostKeyAlias` the key is recorded under instead of host:port, if the config sets one."""
         self.fingerprint = key.get_fingerprint("sha256")
         super().__init__(message)
 

@@ -27,30 +27,10 @@ from typing import Any
 
 import asyncssh
 
-from cockpit.core.ssh.config import (
-    Hop,
-    config_files,
-    encrypted_identity,
-    hop_chain,
-    host_config,
-    known_hosts_files,
-    node_login,
-)
-from cockpit.core.ssh.errors import (
-    AuthenticationFailed,
-    HostKeyChanged,
-    PassphraseNeeded,
-    SshError,
-    UnknownHostKey,
-)
-from cockpit.core.ssh.host_keys import (
-    KnownHosts,
-    check_host_key,
-    host_key_algorithms,
-    known_keys,
-    read_known_hosts,
-    record_host_key,
-)
+from cockpit.core.ssh.config import Hop, config_files, encrypted_identity, hop_chain, identity_files
+from cockpit.core.ssh.errors import AuthenticationFailed, PassphraseNeeded, SshError
+from cockpit.core.ssh.hop import HostKeyClient, plan_hop
+from cockpit.core.ssh.host_keys import record_host_key, refusal
 from cockpit.core.targets import Target
 
 BACKOFF_SECONDS = (0.5, 1.0, 2.0, 4.0)
@@ -74,33 +54,6 @@ class SshOptions:
     passphrase: str | None = None
     ask_passphrase: Callable[[str], Awaitable[str | None]] | None = None
     """Asked for an encrypted key's passphrase (kept in memory for reconnects, never stored)."""
-
-
-class _Client(asyncssh.SSHClient):
-    """Checks host keys our way and tells the link when the connection is lost."""
-
-    def __init__(self, known: KnownHosts, accept_new: bool, on_lost: Callable[[], None] | None) -> None:
-        self._known = known
-        self._accept_new = accept_new
-        self._on_lost = on_lost
-        self.problem: SshError | None = None
-
-    def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
-        try:
-            check_host_key(host, port, key, self._known)
-        except UnknownHostKey as unknown:
-            if not self._accept_new:
-                self.problem = unknown
-                return False
-            record_host_key(unknown)
-        except HostKeyChanged as changed:
-            self.problem = changed
-            return False
-        return True
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._on_lost is not None:
-            self._on_lost()
 
 
 @dataclass
@@ -157,7 +110,7 @@ class SshLink:
     # -- connect ---------------------------------------------------------------------------------
 
     async def _open_once(self) -> None:
-        chain = hop_chain(self.target, self._paths)
+        chain = await asyncio.to_thread(hop_chain, self.target, self._paths)  # reads the SSH config
         conns: list[asyncssh.SSHClientConnection] = []
         try:
             for hop in chain:
@@ -174,50 +127,50 @@ class SshLink:
     ) -> asyncssh.SSHClientConnection:
         """Connect to `hop` (through `tunnel`); `node`: a cluster node reached through the head, logged in
         to as `node_login` says."""
-        config = host_config(hop, self._paths) if self._paths else None
-        if node:
-            username, client_keys, files = node_login(self.target, hop, self._paths)
-        else:
-            username, client_keys, files = hop.user or (), [], known_hosts_files(config)
-        real_host = str(config.get("Hostname", hop.host)) if config is not None else hop.host
-        real_port = int(config.get("Port", hop.port or 22)) if config is not None else (hop.port or 22)
         # Read once per connection, off the event loop (a home directory on NFS can take its time); the
-        # host-key check asyncssh calls back into is synchronous and uses what was read here.
-        known = await asyncio.to_thread(read_known_hosts, files)
-        pinned_algs = host_key_algorithms(known_keys(real_host, hop.port or real_port, known))
+        # host-key checks asyncssh calls back into are synchronous and use what was read here.
+        plan = await asyncio.to_thread(plan_hop, self.target, hop, node, self._paths)
+        config = plan.config
         is_target = hop == self.target
-        client = _Client(known, self.options.accept_new, self._lost.set if is_target else None)
+        client = HostKeyClient(
+            plan.known, plan.alias, self.options.accept_new, self._lost.set if is_target else None
+        )
         keepalive = config.get("ServerAliveInterval") if config is not None else None
         kwargs: dict[str, Any] = {
-            "username": username,
+            "username": plan.username,
             "port": hop.port or (),
             "config": self._paths or None,
             "tunnel": tunnel,
-            # Nothing trusted up front, so asyncssh asks _Client.validate_host_public_key about every key
-            # (known_hosts=None would skip the check entirely).
-            "known_hosts": asyncssh.SSHKnownHosts(),
+            # Nothing trusted up front, so asyncssh asks HostKeyClient about every key and every certificate's
+            # CA; the revoked keys are given too, so a certificate over a revoked host key is refused.
+            "known_hosts": ([], [], plan.revoked),
             "client_factory": lambda: client,
             "keepalive_interval": keepalive or DEFAULT_KEEPALIVE,
             "keepalive_count_max": 3,
             "connect_timeout": 15,
             "compression_algs": None,
+            "server_host_key_algs": plan.algorithms,
         }
-        if pinned_algs:
-            kwargs["server_host_key_algs"] = pinned_algs
-        if client_keys:
-            kwargs["client_keys"] = client_keys
+        if plan.client_keys:
+            kwargs["client_keys"] = plan.client_keys
+            # Given explicitly, asyncssh would fail on an encrypted file instead of skipping it (as it
+            # does for the config's own IdentityFile): the agent may well hold that key.
+            kwargs["ignore_encrypted"] = self._passphrase is None
         if self._passphrase is not None:
             kwargs["passphrase"] = self._passphrase
         label = hop.host if hop.port is None else f"{hop.host}:{hop.port}"
         try:
-            return await asyncssh.connect(hop.host, **kwargs)
-        except asyncssh.HostKeyNotVerifiable:
+            return await self._handshake(hop.host, kwargs, client)
+        except asyncssh.HostKeyNotVerifiable as exc:
             if client.problem is not None:
                 raise client.problem from None
-            raise HostKeyChanged(f"the host key of {label} could not be verified.") from None
+            raise refusal(plan.host, plan.port, plan.known, exc.reason, plan.alias) from None
         except asyncssh.PermissionDenied:
             # asyncssh skips an encrypted IdentityFile it cannot open: ask for its passphrase and retry.
-            encrypted = None if self._passphrase is not None else encrypted_identity(config)
+            encrypted = None
+            if self._passphrase is None:
+                identities = plan.client_keys or identity_files(config)
+                encrypted = await asyncio.to_thread(encrypted_identity, identities)
             if encrypted is None:
                 raise AuthenticationFailed(
                     f"{label} refused every key offered (agent, IdentityFile): check User and IdentityFile "
@@ -232,7 +185,7 @@ class SshLink:
                     "or run the cockpit in a terminal to be asked for its passphrase."
                 ) from None
             self._passphrase = answer
-            return await self._connect_hop(hop, tunnel)
+            return await self._connect_hop(hop, tunnel, node)
         except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as exc:
             self._passphrase = None
             error = AuthenticationFailed(f"cannot open the SSH key for {label}: {exc}.")
@@ -242,6 +195,22 @@ class SshLink:
         except (OSError, asyncssh.Error) as exc:
             reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
             raise SshError(f"cannot connect to {label}: {reason}") from None
+
+    @staticmethod
+    async def _handshake(
+        host: str, kwargs: dict[str, Any], client: HostKeyClient
+    ) -> asyncssh.SSHClientConnection:
+        """`asyncssh.connect`, then record the new host key the user accepted, if any: even when the login
+        then fails (as OpenSSH does), and before a passphrase retry reads known_hosts again."""
+        try:
+            return await asyncssh.connect(host, **kwargs)
+        finally:
+            if client.accepted is not None:
+                try:
+                    await asyncio.to_thread(record_host_key, client.accepted)
+                except OSError as exc:
+                    where = client.accepted.known_hosts
+                    raise SshError(f"cannot add the host key to {where}: {exc.strerror or exc}.") from None
 
     async def _forward(self, conn: asyncssh.SSHClientConnection) -> None:
         with contextlib.suppress(FileNotFoundError):

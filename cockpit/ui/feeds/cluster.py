@@ -180,13 +180,26 @@ class ClusterFeed:
 
     def host_key_answered(self, unknown: UnknownHostKey, trust: bool) -> None:
         if trust:
-            from cockpit.core.ssh.host_keys import record_host_key  # asyncssh: loaded by the link already
-
-            record_host_key(unknown)
-            self._unreachable("host key trusted; connecting")
-            self.poll_now()
+            start_worker(
+                self.app,
+                functools.partial(self._trust, unknown),
+                group="host-key",
+                description="Trusting a host key",
+            )
         else:
             self.failed(str(unknown), permanent=True)
+
+    async def _trust(self, unknown: UnknownHostKey) -> None:
+        """Record the key (file work, off the event loop), then connect again."""
+        from cockpit.core.ssh.host_keys import record_host_key  # asyncssh: loaded by the link already
+
+        try:
+            await asyncio.to_thread(record_host_key, unknown)
+        except CockpitError as exc:
+            self.failed(str(exc), permanent=True)
+            return
+        self._unreachable("host key trusted; connecting")
+        self.poll_now()
 
     def failed(self, reason: str, permanent: bool = False) -> None:
         """The cluster did not answer: retry later, or (permanent) stop until the user presses `r`."""
