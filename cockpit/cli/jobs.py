@@ -212,7 +212,8 @@ async def follow_job(client: DashboardClient, submission_id: str, lines: int = -
             raise streamer.exception()  # type: ignore[misc]
         await watcher
         # The stream polls the file about once a second: deliver what it had not sent yet.
-        out.write(await tail.remainder())
+        async for chunk in tail.rest():
+            out.write(chunk)
         out.flush()
     if job.status == "SUCCEEDED":
         print(f"{submission_id}: SUCCEEDED")

@@ -46,6 +46,9 @@ Filter = tuple[str, str, str]
 MAX_LIMIT = 10_000
 """The dashboard refuses larger limits (RAY_MAX_LIMIT_FROM_API_SERVER)."""
 
+LOG_READ_DEADLINE_S = 600
+"""How long the dashboard may take over one `/api/v0/logs/file` read (its own default is 30 s)."""
+
 
 class DashboardError(CockpitError):
     """The dashboard could not answer; the message says why in one sentence."""
@@ -73,6 +76,10 @@ class RateLimited(DashboardError):
     """429: the dashboard's limit of concurrent state requests (log streams count) is reached."""
 
     status = 429
+
+
+class LogStalled(DashboardUnreachable):
+    """A log stream stopped sending while it resent bytes it had sent before (`stream_log(replay_bytes=)`)."""
 
 
 class RequestRejected(DashboardError):
@@ -332,41 +339,107 @@ class DashboardClient:
         params = [("node_id", node_id)] + ([("glob", glob)] if glob else [])
         return log_index_of(await self._get("/api/v0/logs", params), node_id)
 
-    async def log_bytes(self, where: Sequence[tuple[str, str]], lines: int = -1) -> bytes:
+    async def log_bytes(
+        self, where: Sequence[tuple[str, str]], lines: int = -1, deadline_s: int = LOG_READ_DEADLINE_S
+    ) -> bytes:
         """A log file (whole, or its last `lines` lines) as bytes: exact offsets, no decoding.
 
         `where` names it: [("node_id", ...), ("filename", ...)] or [("actor_id", ...), ("suffix", "out")].
+        Held in memory whole: for a file that may be large, iterate `read_log` instead.
         """
-        params = [*where, ("lines", str(lines))]
-        data = await self._request("GET", "/api/v0/logs/file", params=params, expect_json=False, raw=True)
-        return bytes(data)
+        return b"".join([chunk async for chunk in self.read_log(where, lines=lines, deadline_s=deadline_s)])
+
+    async def read_log(
+        self, where: Sequence[tuple[str, str]], *, lines: int = -1, deadline_s: int = LOG_READ_DEADLINE_S
+    ) -> AsyncIterator[bytes]:
+        """A log file (whole, or its last `lines` lines) in raw chunks, ending at the end of the file.
+
+        No total time limit on this side: a read fails only when no byte arrives for the client's timeout.
+        The dashboard ends its own read after `deadline_s` (its `timeout`: 30 s unless told), which
+        would cut a large file short, so name a deadline that fits the file; a read cut short raises
+        DashboardUnreachable, never ends early.
+        """
+        params = [*where, ("lines", str(lines)), ("timeout", str(deadline_s))]
+        async for chunk in self._log_body("/api/v0/logs/file", params, read_timeout=self._timeout.total):
+            yield chunk
 
     async def stream_log(
-        self, where: Sequence[tuple[str, str]], *, lines: int = 1000, interval: float = 0.5
+        self,
+        where: Sequence[tuple[str, str]],
+        *,
+        lines: int = 1000,
+        interval: float = 0.5,
+        replay_bytes: int = 0,
     ) -> AsyncIterator[bytes]:
         """Follow a log file: its last `lines` lines (-1: all), then new bytes as they are written.
 
         Raw chunks of at most 64 KiB with no line alignment. The stream never ends on its own; it raises
         DashboardUnreachable when the connection drops. Each open stream counts against the dashboard's
         limit of concurrent state requests: hold few, close them when hidden.
+
+        Args:
+            replay_bytes: while fewer bytes than this have arrived, the file's existing part is being
+                sent, which comes without pauses: a wait of more than the client's timeout for the next
+                chunk raises LogStalled (the file may be shorter than that). After them a quiet file
+                legitimately sends nothing for a long time, so no wait is limited.
         """
         params = [*where, ("lines", str(lines)), ("interval", str(interval))]
-        url = f"{self.base_url}/api/v0/logs/stream"
-        sendable(params, "/api/v0/logs/stream")
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._timeout.total, sock_read=None)
+        async for chunk in self._log_body(
+            "/api/v0/logs/stream", params, read_timeout=None, replay_bytes=replay_bytes
+        ):
+            yield chunk
+        raise DashboardUnreachable(f"the log stream from {self.display_url} ended.")
+
+    async def _log_body(
+        self,
+        path: str,
+        params: Sequence[tuple[str, str]],
+        *,
+        read_timeout: float | None,
+        replay_bytes: int = 0,
+    ) -> AsyncIterator[bytes]:
+        """The body of a log answer in chunks as they arrive; a limit on each wait, none on the total."""
+        url = f"{self.base_url}{path}"
+        sendable(params, path)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._timeout.total, sock_read=read_timeout)
+        limit = self._timeout.total
+        arrived = 0
         try:
-            async with self._client().get(url, params=params, timeout=timeout) as resp:
+            request = self._client().get(url, params=params, timeout=timeout)
+            # The dashboard answers a stream only with its first chunk, so the wait for that is one too.
+            resp = await (asyncio.wait_for(request, limit) if replay_bytes else request)
+            try:
                 if resp.status >= 400:
-                    raise http_error(resp.status, "/api/v0/logs/stream", await resp.read())
-                async for chunk in resp.content.iter_any():
+                    raise http_error(resp.status, path, await resp.read())
+                while True:
+                    if arrived < replay_bytes:
+                        chunk = await asyncio.wait_for(resp.content.readany(), limit)
+                    else:
+                        chunk = await resp.content.readany()
+                    if not chunk:
+                        return
+                    arrived += len(chunk)
                     yield chunk
+            finally:
+                resp.release()
         except DashboardError:
             raise
-        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+        except asyncio.TimeoutError:
+            if arrived < replay_bytes:
+                raise LogStalled(
+                    f"the log stream from {self.display_url} stalled after {arrived} of the "
+                    f"{replay_bytes} bytes it had sent before."
+                ) from None
             raise DashboardUnreachable(
-                f"the log stream from {self.display_url} dropped ({type(exc).__name__})."
+                f"the log read from {self.display_url} dropped (no byte for {limit:g} s)."
             ) from None
-        raise DashboardUnreachable(f"the log stream from {self.display_url} ended.")
+        except (aiohttp.ClientError, OSError) as exc:
+            # Refused, reset, or cut mid-answer (ClientPayloadError: the dashboard ended its read early).
+            link = self._link_status() if self._link_status is not None else None
+            what = "log stream" if path.endswith("/stream") else "log read"
+            raise DashboardUnreachable(
+                f"the {what} from {self.display_url} dropped ({link or type(exc).__name__})."
+            ) from None
 
     async def log_file(
         self,

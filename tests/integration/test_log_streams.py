@@ -1,17 +1,25 @@
-"""Logs against the real cluster: `cockpit logs`, and a stream cut mid-way that resumes exactly."""
+"""Logs against the real cluster: `cockpit logs`, and streams cut mid-way that resume exactly (also in
+output that repeats itself, and in a file larger than any read's time limit allows)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
+import os
 import sys
 from pathlib import Path
 
 import pytest
+from ray.dashboard.modules.log.log_agent import find_start_offset_last_n_lines_from_offset
 
 from cockpit.core.connection import open_connection
+from cockpit.core.local import record
 from cockpit.core.log_sources import LogSource, LogTail
+from cockpit.core.ray_api import DashboardClient
 from cockpit.core.targets import parse_target
 from tests.harness.cluster import ClusterHandle
+from tests.harness.relay import relay
 from tests.harness.run import run_cockpit as cockpit
 from tests.harness.sshd import start_sshd
 
@@ -107,3 +115,147 @@ async def test_stream_cut_mid_way_resumes_without_gap_or_duplicate(
     assert bytes(received) == on_disk.read_bytes()
     numbered = [line.split()[1] for line in received.decode().splitlines() if line.startswith("line ")]
     assert numbered == [f"{i:05d}" for i in range(400)]
+
+
+def head_logs(ray_cluster: ClusterHandle) -> Path:
+    return Path(ray_cluster.cluster.nodes[0].temp_dir) / "session_latest" / "logs"
+
+
+async def head_node_id(client: DashboardClient) -> str:
+    return next(node.node_id for node in (await client.node_table()).rows if node.is_head)
+
+
+async def collect(tail: LogTail, into: bytearray) -> None:
+    async for chunk in tail.chunks():
+        into.extend(chunk)
+
+
+async def stop(collector: asyncio.Future[None]) -> None:
+    """Cancel the collector (closing its stream); re-raise what it failed with, if it did."""
+    collector.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await collector
+
+
+BLOCK = b"".join(b"%-11s %s\n" % (name, b"=" * 180) for name in (b"rollout", b"reward 0.5", b"update"))
+
+
+def repeated_log() -> tuple[bytes, bytes]:
+    """50 identical 3-line blocks with `loss=nan` in place of block 30's middle line; and the part of it
+    written when the stream drops (mid-line in block 20, so the 4 KiB before it recur further on)."""
+    rollout, _reward, update = BLOCK.splitlines(keepends=True)
+    head = b"run 7 starts\n"
+    whole = head + BLOCK * 30 + rollout + b"reward      loss=nan\n" + update + BLOCK * 19 + b"run 7 done\n"
+    return whole[: len(head) + 20 * len(BLOCK) + 250], whole
+
+
+@pytest.mark.parametrize("lines", [-1, 4])
+async def test_a_resume_in_repeated_output_loses_and_repeats_nothing(
+    ray_cluster: ClusterHandle, lines: int
+) -> None:
+    """The connection drops after the first part; the rest (with the one `loss=nan` line) is written before
+    the stream can carry any of it; after the resume the bytes followed are the file's, each once."""
+    first, whole = repeated_log()
+    path = head_logs(ray_cluster) / f"repeated-{lines + 1}.log"
+    path.write_bytes(first)
+    start = 0 if lines < 0 else find_start_offset_last_n_lines_from_offset(io.BytesIO(first), -1, lines)
+    events: list[str] = []
+    received = bytearray()
+    token = record.cluster_token(ray_cluster.state_dir)
+    try:
+        async with relay(ray_cluster.url) as link, DashboardClient(link.url, token=token) as client:
+            source = LogSource.file(await head_node_id(client), path.name)
+            tail = LogTail(client, source, lines=lines, on_event=events.append, interval=0.2)
+            collector = asyncio.ensure_future(collect(tail, received))
+            while len(received) < len(first) - start and not collector.done():
+                await asyncio.sleep(0.05)
+            link.cut()  # no await until the rest is written: the old stream cannot carry a byte of it
+            with path.open("ab") as log:
+                log.write(whole[len(first) :])
+            while not received.endswith(b"run 7 done\n") and not collector.done():
+                await asyncio.sleep(0.05)
+            await stop(collector)
+    finally:
+        path.unlink(missing_ok=True)
+    assert bytes(received) == whole[start:]
+    assert received.count(b"loss=nan") == 1
+    assert tail.resumes >= 1 and any("resumed, no line lost or repeated" in e for e in events), events
+
+
+@pytest.mark.parametrize("replacement", [b"short\n", b"other run\n" * 2000], ids=["shorter", "longer"])
+async def test_a_file_replaced_under_the_tail_is_said_and_followed_from_its_top(
+    ray_cluster: ClusterHandle, replacement: bytes
+) -> None:
+    """Rotated (a new file under the name) while the stream was down: shorter than what was delivered, or
+    longer with other bytes where the delivered ones were. Either is caught, said, and read from its top."""
+    original = b"first run\n" * 1000
+    path = head_logs(ray_cluster) / f"replaced-{len(replacement)}.log"
+    path.write_bytes(original)
+    events: list[str] = []
+    received = bytearray()
+    token = record.cluster_token(ray_cluster.state_dir)
+    try:
+        async with (
+            relay(ray_cluster.url) as link,
+            DashboardClient(link.url, token=token, timeout=2.0) as client,
+        ):
+            source = LogSource.file(await head_node_id(client), path.name)
+            tail = LogTail(client, source, lines=-1, on_event=events.append, interval=0.2)
+            collector = asyncio.ensure_future(collect(tail, received))
+            while len(received) < len(original) and not collector.done():
+                await asyncio.sleep(0.05)
+            fresh = path.with_name(path.name + ".new")
+            fresh.write_bytes(replacement)
+            os.replace(fresh, path)
+            link.cut()
+            last_line = replacement.splitlines(keepends=True)[-1]
+            while not received.endswith(last_line) and tail.resumes <= 3 and not collector.done():
+                await asyncio.sleep(0.05)
+            await stop(collector)
+    finally:
+        path.unlink(missing_ok=True)
+    assert bytes(received) == original + replacement
+    assert any("rotated or rewritten" in e for e in events), events
+
+
+LARGE = 64 << 20
+RATE = 8 << 20
+"""Bytes a second through the relay: every read of the whole file lasts 8 s or more, twice the timeout."""
+
+
+async def test_a_large_file_is_followed_resumed_and_finished_through_a_slow_link(
+    ray_cluster: ClusterHandle,
+) -> None:
+    """64 MiB through a link of 8 MiB/s, with a client whose timeout is 4 s: followed from byte 0, dropped
+    a quarter of the way in, resumed, and its last part read once the writer stopped (`remainder`)."""
+    line = b"%09d step reward=0.5 " + b"x" * 70 + b"\n"
+    data = b"".join(line % i for i in range(LARGE // len(line)))
+    tail_end = b"".join(line % i for i in range(10**8, 10**8 + 10_000))
+    path = head_logs(ray_cluster) / "large.log"
+    path.write_bytes(data)
+    events: list[str] = []
+    received = bytearray()
+    token = record.cluster_token(ray_cluster.state_dir)
+    try:
+        async with (
+            relay(ray_cluster.url, bytes_per_second=RATE) as link,
+            DashboardClient(link.url, token=token, timeout=4.0) as client,
+        ):
+            source = LogSource.file(await head_node_id(client), path.name)
+            tail = LogTail(client, source, lines=-1, on_event=events.append, interval=0.2)
+            collector = asyncio.ensure_future(collect(tail, received))
+            while len(received) < LARGE // 4 and not collector.done():
+                await asyncio.sleep(0.1)
+            link.cut()
+            # A resume that cannot finish inside a time limit is retried for ever: count the tries.
+            while len(received) < len(data) and tail.resumes <= 3 and not collector.done():
+                await asyncio.sleep(0.1)
+            await stop(collector)
+            assert tail.resumes <= 3, events
+            with path.open("ab") as log:
+                log.write(tail_end)
+            rest = await tail.remainder()
+    finally:
+        path.unlink(missing_ok=True)
+    assert len(received) == len(data) and bytes(received) == data
+    assert rest == tail_end

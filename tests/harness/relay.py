@@ -1,0 +1,87 @@
+"""Provides a TCP relay between a client and the dashboard that can cut its connections and slow its answers.
+
+`cut()` aborts every connection it carries at once, as a dashboard restart or a lost tunnel does, while it
+goes on accepting new ones: the client sees its stream drop for real (no mock of either side). With a
+rate, an answer of N bytes lasts at least N / rate seconds by construction, whatever the machine's speed,
+so a test can show that a read longer than a client's timeout succeeds (or, on code with a limit on
+the total time, fails) without measuring time itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+
+async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter, rate: float | None) -> None:
+    try:
+        while data := await source.read(1 << 16):
+            sink.write(data)
+            await sink.drain()
+            if rate:
+                await asyncio.sleep(len(data) / rate)
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        sink.close()
+
+
+@dataclass
+class Relay:
+    url: str
+    """Where clients connect (http://127.0.0.1:port)."""
+    _writers: set[asyncio.StreamWriter] = field(default_factory=set)
+    cuts: int = 0
+
+    def cut(self) -> None:
+        """Abort every connection carried now (synchronously: no byte crosses after this returns)."""
+        for writer in list(self._writers):
+            writer.transport.abort()
+        self._writers.clear()
+        self.cuts += 1
+
+
+@asynccontextmanager
+async def relay(url: str, bytes_per_second: float | None = None) -> AsyncIterator[Relay]:
+    """A relay to `url` (http://host:port); its answers come at most at `bytes_per_second` if given."""
+    target = urlsplit(url)
+    host, port = target.hostname or "127.0.0.1", target.port or 80
+    tasks: set[asyncio.Task[object]] = set()
+
+    async def carry(client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        try:
+            server_reader, server_writer = await asyncio.open_connection(host, port)
+        except OSError:
+            client_writer.close()
+            return
+        handle._writers |= {client_writer, server_writer}
+        try:
+            await asyncio.gather(
+                _pump(client_reader, server_writer, None),
+                _pump(server_reader, client_writer, bytes_per_second),
+            )
+        finally:
+            handle._writers -= {client_writer, server_writer}
+
+    def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.ensure_future(carry(reader, writer))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    handle = Relay(url=f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}")
+    try:
+        yield handle
+    finally:
+        server.close()
+        handle.cut()
+        for task in list(tasks):
+            task.cancel()
+        for task in list(tasks):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await server.wait_closed()
