@@ -118,3 +118,25 @@ async def test_number_keys_and_help(ray_cluster: ClusterHandle) -> None:
         assert "Cluster" in text and "Quit" in text
         await pilot.press("escape")
         assert isinstance(app.screen, ClusterScreen)
+
+
+async def test_each_resource_is_fetched_only_while_a_shown_screen_needs_it(
+    ray_cluster: ClusterHandle, demo_job: str
+) -> None:
+    """The Cluster screen needs nodes (jobs every third poll); the GPU view's fleet and the alive actors
+    are built and fetched only once the GPU screen, which declares them, is shown. The GPU history is
+    recorded on every poll whichever screen is shown."""
+    app = CockpitApp(parse_target("local"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app.state.snapshot is not None)
+        assert app.state.snapshot is not None
+        first = app.state.snapshot.fetched_at
+        await until(pilot, lambda: app.state.snapshot is not None and app.state.snapshot.fetched_at > first)
+        assert isinstance(app.screen, ClusterScreen)
+        assert app.state.shown_needs == ClusterScreen.NEEDS
+        assert app.state.gpu_fleet is None and not app.gpu_feed._actors_loaded
+        recorded = app.state.gpu_board.generation
+        assert recorded > 0  # the board took every poll's nodes
+        await pilot.press("2")
+        await until(pilot, lambda: app.state.gpu_fleet is not None and app.gpu_feed._actors_loaded)
+        assert app.state.shown_needs == GpuScreen.NEEDS and "actors" in GpuScreen.NEEDS
