@@ -74,7 +74,10 @@ def actors(args: argparse.Namespace) -> int:
 def print_actors(listed: ActorList, as_json: bool) -> None:
     if as_json:
         doc = {
-            "actors": [{**asdict(view.actor), "role": view.role, "host": view.host} for view in listed.rows],
+            "actors": [
+                {**asdict(view.actor), "role": view.role, "host": view.host, "started": view.started}
+                for view in listed.rows
+            ],
             "shown": len(listed.rows),
             "matching": listed.matching,
             "complete": listed.complete,
@@ -106,12 +109,12 @@ def print_actors(listed: ActorList, as_json: bool) -> None:
                 f"{actor.gpus:g}",
                 str(actor.num_restarts),
                 actor.job_id,
-                duration(now - actor.start_time) if actor.start_time else "-",
+                duration(now - view.started) if view.started else "-",
             )
         )
     cells = [[clean(cell)[:40] for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    for row in cells:
+    for row in cells if len(cells) > 1 else ():
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
     print(clean(listed.describe()))
     for warning in listed.warnings:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cockpit.core.roles import DEFAULT_RULES, RoleRules
-from cockpit.core.snapshots import ActorRow, ActorSummary, Listing, ListMeta, NodeSnapshot
+from cockpit.core.snapshots import ActorRow, ActorSummary, Listing, ListMeta, NodeSnapshot, WorkerRow
 
 if TYPE_CHECKING:
     from cockpit.core.ray_api import DashboardClient, Filter
@@ -139,6 +139,9 @@ class ActorView:
     role: str | None
     host: str
     """The host name (or IP) of the node it runs on; "" when not placed or the node is unknown."""
+    started: float | None = None
+    """When its worker process started (posix seconds): the actor's age, as Ray 2.60's actor table has
+    no start time. None when unknown (not running, or the worker list was not read)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,17 +232,23 @@ def actor_list(
     rules: RoleRules = DEFAULT_RULES,
     node_ids: Sequence[str] | None = None,
     warnings: Sequence[str] = (),
+    workers: Iterable[WorkerRow] = (),
 ) -> ActorList:
     """The rows of LISTING with roles and hosts, the client-side part of QUERY applied (pure).
 
     SUMMARY: counts filtered as the list was, the state filter aside (`server_filters` without it).
     NODE_IDS: the nodes the `node:` term resolved to (None: no node term).
+    WORKERS: alive worker processes, matched to actors by node and pid for their start time.
     """
     hosts = {n.node_id: n.hostname or n.ip for n in nodes}
+    started = {(w.node_id, w.pid): w.start_time for w in workers if w.is_alive and w.pid}
     views = []
     for row in listing.rows:
         view = ActorView(
-            actor=row, role=rules.role(row.class_name, row.name), host=hosts.get(row.node_id, "")
+            actor=row,
+            role=rules.role(row.class_name, row.name),
+            host=hosts.get(row.node_id, ""),
+            started=started.get((row.node_id, row.pid)) if row.pid and row.state == "ALIVE" else None,
         )
         if query.role and (view.role or "") != query.role:
             continue
@@ -269,11 +278,13 @@ async def list_actors(
     limit: int = DEFAULT_LIMIT,
     nodes: Sequence[NodeSnapshot] | None = None,
     rules: RoleRules = DEFAULT_RULES,
+    ages: bool = True,
 ) -> ActorList:
     """Actors matching QUERY, at most LIMIT (1..10,000) from the dashboard, with the cluster's counts.
 
     NODES: the node table if the caller has it (the Actors screen does); else it is fetched. The list,
-    the summary and the node table are asked for together; a failed summary only loses the counts.
+    the summary and (AGES) the alive workers are asked for together; a failed summary only loses the
+    counts, a failed worker list only the ages.
     """
     limit = max(1, min(limit, MAX_LIMIT))
     if nodes is None:
@@ -288,9 +299,11 @@ async def list_actors(
             return actor_list(empty, query, nodes, None, rules, node_ids, extra)
     filters = server_filters(query, node_ids)
     summary_filters = [f for f in filters if f[0] != "state"]
-    listing, counted = await asyncio.gather(
+    worker_filters: list[Filter] = [("is_alive", "=", "True"), ("worker_type", "=", "WORKER")]
+    listing, counted, alive = await asyncio.gather(
         client.actors(filters=filters, limit=limit),
         client.actor_summary(filters=summary_filters),
+        client.workers(filters=worker_filters, limit=MAX_LIMIT) if ages else _no_workers(),
         return_exceptions=True,
     )
     if isinstance(listing, BaseException):
@@ -302,4 +315,15 @@ async def list_actors(
         extra.append(f"counts by state unavailable: {counted}")
     else:
         raise counted
-    return actor_list(listing, query, nodes, summary, rules, node_ids, extra)
+    workers: tuple[WorkerRow, ...] = ()
+    if isinstance(alive, Listing):
+        workers = alive.rows
+    elif isinstance(alive, Exception):
+        extra.append(f"actor ages unavailable: {alive}")
+    else:
+        raise alive
+    return actor_list(listing, query, nodes, summary, rules, node_ids, extra, workers)
+
+
+async def _no_workers() -> Listing[WorkerRow]:
+    return Listing(rows=(), meta=ListMeta(0, 0, 0, 0))

@@ -329,6 +329,7 @@ def worker_row(row: Mapping[str, Any]) -> WorkerRow:
         debugger_port=port or None,
         num_paused_threads=as_int(row.get("num_paused_threads")),
         exit_type=as_str(row.get("exit_type")),
+        start_time=ms_to_seconds(row.get("start_time_ms")) or ms_to_seconds(row.get("worker_launch_time_ms")),
     )
 
 

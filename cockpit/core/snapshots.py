@@ -245,6 +245,8 @@ class WorkerRow:
     debugger_port: int | None = None
     num_paused_threads: int = 0
     exit_type: str = ""
+    start_time: float | None = None
+    """When the worker process started (posix seconds); None if the cluster did not say."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,6 +53,7 @@ def test_every_demo_actor_is_listed_with_its_role_and_node(demo_job: str, ray_cl
     for actor in demo:
         assert actor["role"] == DEMO_ROLES[actor["class_name"]]
         assert actor["host"] and actor["node_id"] and actor["state"] == "ALIVE"
+        assert actor["started"] and actor["pid"]
     assert doc["complete"] and doc["by_state"].get("ALIVE", 0) >= len(demo)
 
     table = cockpit("actors", "local", "--role", "rollout")

@@ -137,3 +137,11 @@ def test_parser_never_raises_and_keeps_every_free_word(text: str) -> None:
     assert all(word in text for word in query.words)
     assert query.state in ("", *ACTOR_STATES)
     assert all(w.partition(":")[0].lower() not in KEYS or not w.partition(":")[1] for w in query.words)
+
+
+def test_age_comes_from_the_alive_worker_with_the_same_node_and_pid(samples_dir: Path) -> None:
+    workers = state_listing(load(samples_dir, "v0_workers.json"), "/api/v0/workers", parse.worker_row).rows
+    result = actor_list(actors(samples_dir), ActorQuery(), workers=workers)
+    started = {v.actor.name: v.started for v in result.rows}
+    assert started["trainer_1"] == 1795642106.129  # worker pid 7508's start_time_ms
+    assert started["_ray_internal_job_actor_cockpit-test-2"] is None  # dead: no age
