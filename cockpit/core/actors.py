@@ -11,9 +11,10 @@ says "showing N of M" and which filter would narrow it.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from cockpit.core.roles import DEFAULT_RULES, RoleRules
@@ -30,6 +31,8 @@ MAX_LIMIT = 10_000
 
 DEFAULT_LIMIT = 1000
 
+_HEX = re.compile(r"[0-9a-fA-F]+")
+
 KEYS = ("state", "role", "node", "job", "class")
 """The `key:value` terms a filter text may hold; anything else is free text."""
 
@@ -43,6 +46,7 @@ class ActorQuery:
     node: str = ""
     """A node id (or its prefix), an IP or a host name."""
     job: str = ""
+    """A Ray job id (`02000000`) or a submission id (looked up in the job list)."""
     class_name: str = ""
     words: tuple[str, ...] = ()
     """Free text: every word must appear in the class, name, id, role or host (case-insensitive)."""
@@ -297,6 +301,11 @@ async def list_actors(
             extra.append(f"no node matches {query.node!r}")
             empty = Listing[ActorRow](rows=(), meta=ListMeta(0, 0, 0, 0))
             return actor_list(empty, query, nodes, None, rules, node_ids, extra)
+    if query.job and not _HEX.fullmatch(query.job):
+        # A submission id (`raysubmit_...`, `test-demo`): actors carry the Ray job id (`02000000`).
+        jobs = {job.submission_id: job.job_id for job in await client.jobs() if job.submission_id}
+        if jobs.get(query.job):
+            query = replace(query, job=jobs[query.job])
     filters = server_filters(query, node_ids)
     summary_filters = [f for f in filters if f[0] != "state"]
     worker_filters: list[Filter] = [("is_alive", "=", "True"), ("worker_type", "=", "WORKER")]

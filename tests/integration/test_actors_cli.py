@@ -64,6 +64,14 @@ def test_every_demo_actor_is_listed_with_its_role_and_node(demo_job: str, ray_cl
     assert len(rollouts) >= 4 and lines[-1].endswith("actors")
 
 
+def test_job_by_submission_id_is_the_demo_jobs_actors(demo_job: str) -> None:
+    result = cockpit("actors", "local", "--json", "--job", demo_job)
+    doc = json.loads(result.stdout)
+    assert result.returncode == 0 and doc["complete"]
+    classes = {a["class_name"] for a in doc["actors"]}
+    assert classes == set(DEMO_ROLES) and len({a["job_id"] for a in doc["actors"]}) == 1
+
+
 def test_limit_says_showing_n_of_m(demo_job: str) -> None:
     result = cockpit("actors", "local", "--json", "--limit", "2")
     doc = json.loads(result.stdout)
