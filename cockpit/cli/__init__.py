@@ -1,11 +1,12 @@
 """Provides the `cockpit` command line: the contract in ARCHITECTURE.md.
 
 One module per command group holds its subparsers and their handlers (`cluster`: status, wait, local;
-`jobs`: submit, jobs, stop, logs; `profiles`; `tui`: connect, demo; `gpu`: gpu-agent); `common` holds the
-connect options, the prompts, `err` and the exit codes (0 ok, 1 failure with one line on stderr, 2 usage
-error, 3 timeout, 4 stuck, 5 hang). Start-up stays light: the modules import only argparse at the top and
-each handler imports what it needs when it runs, so `cockpit status --help` imports neither Textual nor
-Ray, and `cockpit status` neither Textual, Ray nor asyncssh (tests/unit/test_import_hygiene.py).
+`jobs`: submit, jobs, stop, logs; `actors`: actors, actors --pending; `profiles`; `tui`: connect, demo;
+`gpu`: gpu-agent); `common` holds the connect options, the prompts, `err` and the exit codes (0 ok,
+1 failure with one line on stderr, 2 usage error, 3 timeout, 4 stuck, 5 hang). Start-up stays light:
+the modules import only argparse at the top and each handler imports what it needs when it runs, so
+`cockpit status --help` imports neither Textual nor Ray, and `cockpit status` neither Textual, Ray nor
+asyncssh (tests/unit/test_import_hygiene.py).
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from cockpit.cli import cluster, gpu, jobs, profiles, tui
+from cockpit.cli import actors, cluster, gpu, jobs, profiles, tui
 from cockpit.cli.common import EXIT_BROKEN_PIPE, EXIT_FAIL, EXIT_INTERRUPTED, err
 
-GROUPS = (tui, cluster, jobs, gpu, profiles)
+GROUPS = (tui, cluster, jobs, actors, gpu, profiles)
 """In the order `cockpit --help` lists their commands."""
 
 

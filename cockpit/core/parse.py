@@ -15,6 +15,7 @@ from typing import Any
 from cockpit.core.snapshots import (
     NA,
     ActorRow,
+    ActorSummary,
     ClusterInfo,
     GpuProcess,
     GpuSample,
@@ -22,6 +23,8 @@ from cockpit.core.snapshots import (
     ListMeta,
     Metric,
     NodeSnapshot,
+    NodeUsage,
+    PlacementGroupRow,
     TaskRow,
     WorkerRow,
 )
@@ -278,6 +281,8 @@ def actor_row(row: Mapping[str, Any]) -> ActorRow:
         required_resources=resources(row.get("required_resources")),
         death_cause=_death_cause_text(death),
         repr_name=as_str(row.get("repr_name")),
+        placement_group_id=as_str(row.get("placement_group_id")),
+        start_time=ms_to_seconds(row.get("start_time")),
     )
 
 
@@ -324,6 +329,7 @@ def worker_row(row: Mapping[str, Any]) -> WorkerRow:
         debugger_port=port or None,
         num_paused_threads=as_int(row.get("num_paused_threads")),
         exit_type=as_str(row.get("exit_type")),
+        start_time=ms_to_seconds(row.get("start_time_ms")) or ms_to_seconds(row.get("worker_launch_time_ms")),
     )
 
 
@@ -342,3 +348,46 @@ def job_row(row: Mapping[str, Any]) -> JobRow:
         error_type=as_str(row.get("error_type")),
         metadata={str(k): as_str(v) for k, v in metadata.items()} if isinstance(metadata, Mapping) else {},
     )
+
+
+def actor_summary(result: Mapping[str, Any]) -> ActorSummary:
+    """`data.result` of `/api/v0/actors/summarize`: per-class state counts of the whole cluster."""
+    inner = as_mapping(as_mapping(as_mapping(result.get("result")).get("node_id_to_summary")).get("cluster"))
+    by_class: dict[str, dict[str, int]] = {}
+    for key, entry in as_mapping(inner.get("summary")).items():
+        entry = as_mapping(entry)
+        counts = {str(state): as_int(n) for state, n in as_mapping(entry.get("state_counts")).items()}
+        by_class[as_str(entry.get("class_name")) or str(key)] = counts
+    total = as_int(inner.get("total_actors"), sum(sum(c.values()) for c in by_class.values()))
+    return ActorSummary(by_class=by_class, total=total, meta=list_meta(result, total))
+
+
+def placement_group_row(row: Mapping[str, Any]) -> PlacementGroupRow:
+    bundles = [as_mapping(b) for b in as_list(row.get("bundles"))]
+    return PlacementGroupRow(
+        placement_group_id=as_str(row.get("placement_group_id")),
+        name=as_str(row.get("name")),
+        creator_job_id=as_str(row.get("creator_job_id")),
+        state=as_str(row.get("state")),
+        bundles=tuple(resources(b.get("unit_resources")) for b in bundles),
+        bundle_nodes=tuple(as_str(b.get("node_id")) for b in bundles),
+        scheduling_state=as_str(as_mapping(row.get("stats")).get("scheduling_state")),
+    )
+
+
+def node_usage(cluster_status: Mapping[str, Any]) -> tuple[NodeUsage, ...]:
+    """`data.clusterStatus` of `/api/cluster_status` (JSON form): each node's {resource: (used, total)}.
+
+    The dashboard camelCases the keys: `CPU` and `GPU` survive, `object_store_memory` becomes
+    `objectStoreMemory` and custom resources are mangled, so only CPU, GPU and memory are trusted here.
+    """
+    report = as_mapping(as_mapping(cluster_status.get("loadMetricsReport")).get("usageByNode"))
+    out = []
+    for node_id, usage in report.items():
+        pairs: dict[str, tuple[float, float]] = {}
+        for res, pair in as_mapping(usage).items():
+            values = as_list(pair)
+            if len(values) == 2 and all(isinstance(v, (int, float)) for v in values):
+                pairs[str(res)] = (float(values[0]), float(values[1]))
+        out.append(NodeUsage(node_id=str(node_id).lower(), used_total=pairs))
+    return tuple(out)

@@ -28,12 +28,15 @@ from cockpit.core import parse
 from cockpit.core.errors import CockpitError
 from cockpit.core.snapshots import (
     ActorRow,
+    ActorSummary,
     ClusterInfo,
     ClusterStatus,
     JobRow,
     Listing,
     LogIndex,
     NodeSnapshot,
+    NodeUsage,
+    PlacementGroupRow,
     TaskRow,
     WorkerRow,
 )
@@ -292,6 +295,24 @@ class DashboardClient:
 
     async def actors(self, filters: Iterable[Filter] = (), limit: int = 1000) -> Listing[ActorRow]:
         return await self._state_list("actors", parse.actor_row, filters, limit)
+
+    async def actor_summary(self, filters: Iterable[Filter] = ()) -> ActorSummary:
+        """Per-class state counts of every actor the filters match (`/api/v0/actors/summarize`)."""
+        params: list[tuple[str, str]] = [("timeout", "8")]
+        for key, predicate, value in filters:
+            params += [("filter_keys", key), ("filter_predicates", predicate), ("filter_values", value)]
+        path = "/api/v0/actors/summarize"
+        return parse.actor_summary(envelope_data(await self._get(path, params), path).get("result") or {})
+
+    async def placement_groups(
+        self, filters: Iterable[Filter] = (), limit: int = 1000
+    ) -> Listing[PlacementGroupRow]:
+        return await self._state_list("placement_groups", parse.placement_group_row, filters, limit)
+
+    async def node_usage(self) -> tuple[NodeUsage, ...]:
+        """Each node's used and total resources, as the autoscaler last saw them (`/api/cluster_status`)."""
+        doc = envelope_data(await self._get("/api/cluster_status"), "/api/cluster_status")
+        return parse.node_usage(parse.as_mapping(doc.get("clusterStatus")))
 
     async def tasks(self, filters: Iterable[Filter] = (), limit: int = 1000) -> Listing[TaskRow]:
         return await self._state_list("tasks", parse.task_row, filters, limit)

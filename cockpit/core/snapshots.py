@@ -168,10 +168,55 @@ class ActorRow:
     required_resources: Mapping[str, float] = field(default_factory=dict)
     death_cause: str = ""
     repr_name: str = ""
+    placement_group_id: str = ""
+    start_time: float | None = None
+    """When the actor started (posix seconds), where the cluster says; None otherwise."""
 
     @property
     def gpus(self) -> float:
         return self.required_resources.get("GPU", 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class ActorSummary:
+    """Actor counts from `/api/v0/actors/summarize`: complete even when the actor list is cut."""
+
+    by_class: Mapping[str, Mapping[str, int]]
+    """Class name -> {state: count}."""
+    total: int
+    meta: ListMeta
+
+    def by_state(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for states in self.by_class.values():
+            for state, count in states.items():
+                counts[state] = counts.get(state, 0) + count
+        return counts
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementGroupRow:
+    placement_group_id: str
+    name: str
+    creator_job_id: str
+    state: str
+    """`PENDING`, `CREATED`, `REMOVED` or `RESCHEDULING`."""
+    bundles: tuple[Mapping[str, float], ...]
+    """Each bundle's resources, in bundle order."""
+    bundle_nodes: tuple[str, ...] = ()
+    """The node each bundle is placed on ("" while unplaced)."""
+    scheduling_state: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeUsage:
+    """A node's resources as the autoscaler last saw them: {resource: (used, total)}."""
+
+    node_id: str
+    used_total: Mapping[str, tuple[float, float]]
+
+    def free(self) -> dict[str, float]:
+        return {res: max(total - used, 0.0) for res, (used, total) in self.used_total.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +245,8 @@ class WorkerRow:
     debugger_port: int | None = None
     num_paused_threads: int = 0
     exit_type: str = ""
+    start_time: float | None = None
+    """When the worker process started (posix seconds); None if the cluster did not say."""
 
 
 @dataclass(frozen=True, slots=True)

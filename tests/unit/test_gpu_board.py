@@ -198,7 +198,7 @@ def test_history_of_na_readings_is_empty() -> None:
         ("CriticWorker", "", "critic"),
         ("RewardModel", "", "reward"),
         ("EnvWorker", "", "env"),
-        ("WorkerDict", "", ""),
+        ("WorkerDict", "", "colocated"),
         ("WorkerDict", "critic_0", "critic"),
         ("JobSupervisor", "", "driver"),
     ],

@@ -1,0 +1,33 @@
+"""Provides how text from the cluster is made safe to print: one line, no escape, no control character.
+
+Every string the cluster sends (actor and node names, death causes, job ids, error text) is hostile input:
+written to a terminal as is, its escapes and control characters move the cursor, retitle the window or
+break a table's columns. `clean` is the pure rule the command line and the UI's `safe_text` share.
+"""
+
+from __future__ import annotations
+
+import re
+
+from cockpit.core.logs import strip_ansi
+
+REPLACEMENT = "\ufffd"
+"""What a control character shows as: one character for one, so offsets into the text stay valid."""
+
+CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+"""What must not reach the terminal, tab aside: C0, DEL, C1 (U+0080-U+009F: a terminal may read U+009B as
+CSI), the line and paragraph separators, and lone surrogates (str holds them, UTF-8 cannot write them)."""
+
+_SPACES = re.compile("[\t\n\u2028\u2029]")
+"""Whitespace that would break a one-line label: shown as a space."""
+
+
+def clean(value: object) -> str:
+    """VALUE as one line of safe text: ANSI escapes removed, tabs and newlines as spaces, every other
+    control character as U+FFFD (`str()` of anything that is not a str)."""
+    text = value if isinstance(value, str) else str(value)
+    if text.isprintable():  # about 0.1 us for a short name: the common case costs next to nothing
+        return text
+    text = strip_ansi(text)
+    text = _SPACES.sub(" ", text)
+    return CONTROLS.sub(REPLACEMENT, text)

@@ -1,0 +1,81 @@
+"""Roles from the real worker class names of the RL frameworks (where each name comes from is cited)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cockpit.core.roles import BUILTIN_CLASSES, DEFAULT_RULES, ROLES, role_of, role_rules
+
+
+@pytest.mark.parametrize(
+    ("class_name", "role"),
+    [
+        # verl: verl/workers/fsdp_workers.py, megatron_workers.py, verl/trainer/main_ppo.py
+        ("ActorRolloutRefWorker", "hybrid"),
+        ("AsyncActorRolloutRefWorker", "hybrid"),
+        ("CriticWorker", "critic"),
+        ("RewardModelWorker", "reward"),
+        ("AsyncvLLMServer", "rollout"),
+        ("TaskRunner", "driver"),
+        # NeMo RL: nemo_rl/models/policy/dtensor_policy_worker*.py, megatron_policy_worker.py,
+        # nemo_rl/models/generation/vllm/vllm_worker.py
+        ("DTensorPolicyWorker", "policy"),
+        ("DTensorPolicyWorkerV2", "policy"),
+        ("MegatronPolicyWorker", "policy"),
+        ("VllmGenerationWorker", "rollout"),
+        ("MathEnvironment", "env"),
+        # RLinf: rlinf/workers/actor/megatron_actor_worker.py, rollout/sglang/sglang_worker.py,
+        # rollout/hf/huggingface_worker.py, env/env_worker.py
+        ("MegatronActor", "policy"),
+        ("SGLangWorker", "rollout"),
+        ("AsyncSGLangWorker", "rollout"),
+        ("MultiStepRolloutWorker", "rollout"),
+        ("EnvWorker", "env"),
+        # OpenRLHF: openrlhf/trainer/ray/ppo_actor.py, ppo_critic.py, launcher.py, vllm_engine.py
+        ("ActorModelRayActor", "policy"),
+        ("CriticModelRayActor", "critic"),
+        ("ReferenceModelRayActor", "reference"),
+        ("RewardModelRayActor", "reward"),
+        ("LLMRayActor", "rollout"),
+        # RLlib: rllib/env/single_agent_env_runner.py, multi_agent_env_runner.py, core/learner/
+        ("SingleAgentEnvRunner", "env"),
+        ("MultiAgentEnvRunner", "env"),
+        ("Learner", "learner"),
+        ("PPOTorchLearner", "learner"),
+        ("MyCustomEnvRunner", "env"),
+        # the demo: cockpit/demo/trainer.py
+        ("RolloutWorker", "rollout"),
+        ("PolicyTrainer", "policy"),
+        ("ReferencePolicy", "reference"),
+        ("Critic", "critic"),
+        ("RewardModel", "reward"),
+        ("JobSupervisor", "driver"),
+    ],
+)
+def test_framework_classes(class_name: str, role: str) -> None:
+    assert DEFAULT_RULES.role(class_name) == role
+
+
+def test_every_builtin_role_is_listed() -> None:
+    assert set(BUILTIN_CLASSES.values()) <= set(ROLES)
+
+
+def test_colocated_worker_dict_takes_its_role_from_the_name_when_the_name_says() -> None:
+    # verl's create_colocated_worker_cls: class `WorkerDict`, Ray may report the qualified name.
+    assert DEFAULT_RULES.role("WorkerDict", "a1B2c3WorkerDict_0:0") == "colocated"
+    assert DEFAULT_RULES.role("create_colocated_worker_cls.<locals>.WorkerDict") == "colocated"
+    assert DEFAULT_RULES.role("WorkerDict", "critic_0") == "critic"
+
+
+def test_unknown_class_has_no_role() -> None:
+    assert DEFAULT_RULES.role("Counter", "counter") is None
+    assert role_of("Counter") == ""
+
+
+def test_user_mappings_win_exact_then_globs() -> None:
+    rules = role_rules({"Counter": "bookkeeping", "My*Sampler": "rollout", "CriticWorker": "value"})
+    assert rules.role("Counter") == "bookkeeping"
+    assert rules.role("MyFastSampler") == "rollout"
+    assert rules.role("CriticWorker") == "value"
+    assert rules.role("RewardModelWorker") == "reward"  # built-ins still apply
+    assert DEFAULT_RULES.role("Counter") is None  # the defaults are untouched
