@@ -22,6 +22,7 @@ from cockpit.core.profiles import (
     ProfileError,
     override_values,
     render,
+    secret_file_problem,
     secret_names,
 )
 from cockpit.core.snapshots import NodeSnapshot
@@ -196,6 +197,21 @@ def _upload_check(profile: Profile) -> Check | None:
     return Check("working_dir upload", "ok", f"{path}: {mib:.1f} MiB to upload, .git left out")
 
 
+def _secret_file_checks(profile: Profile, at_submit: bool) -> list[Check]:
+    """Each `secret_files` path must be an owner-only file of yours. A missing one only warns in
+    `profiles check` (it may live on the cluster's filesystem, not here); one others can read fails."""
+    if not profile.secret_files:
+        return []
+    for name, path in profile.secret_files.items():
+        problem = secret_file_problem(path)
+        if problem is not None:
+            missing = not os.path.lexists(path)
+            status: Status = "warn" if missing and not at_submit else "fail"
+            return [Check("secret files", status, f"{name}: {problem}", name)]
+    sent = ", ".join(f"{name}={path}" for name, path in profile.secret_files.items())
+    return [Check("secret files", "ok", f"{sent} (owner-only; the job reads the file, its path is sent)")]
+
+
 def preflight(
     profile: Profile,
     overrides: Iterable[Override] = (),
@@ -224,6 +240,7 @@ def preflight(
         )
     elif secret_names(profile):
         checks.append(Check("secrets", "ok", f"{', '.join(secret_names(profile))} set (shown masked here)"))
+    checks.extend(_secret_file_checks(profile, at_submit))
     extra = tuple(overrides)
     try:
         render(profile, extra, mask=True, check_secrets=False)
