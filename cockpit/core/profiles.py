@@ -39,10 +39,9 @@ from cockpit.core.overrides import (
     variable_key,
     variables,
 )
+from cockpit.core.working_dir import ALWAYS_EXCLUDED, excludes_spec
 
 MASK = "••••••"
-MAX_UPLOAD_BYTES = 100 * 2**20
-"""The dashboard refuses packages over 100 MiB."""
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _KEYS = {
     "name",
@@ -304,6 +303,18 @@ def load(path: Path) -> Profile:
             raise check.fail(
                 f"runtime_env.{key}", f"not a runtime_env field (known: {', '.join(RUNTIME_ENV_KEYS)})."
             )
+    check.strings(runtime_env.get("excludes"), "runtime_env.excludes")
+    for index, pattern in enumerate(runtime_env.get("excludes") or ()):
+        if not isinstance(pattern, str):
+            raise check.fail(
+                "runtime_env.excludes", f"item {index + 1} must be a string, not {_kind(pattern)}."
+            )
+        try:
+            excludes_spec([pattern])
+        except ValueError:
+            raise check.fail(
+                "runtime_env.excludes", f"item {index + 1} is not a pattern Ray reads: {pattern!r}."
+            ) from None
     env_vars = check.mapping(runtime_env.get("env_vars"), "runtime_env.env_vars", "NAME: value")
     for name, value in env_vars.items():
         if isinstance(value, (dict, list)) or value is None:
@@ -430,6 +441,11 @@ def _resolve(
     return VARIABLE.sub(replace, text)
 
 
+def upload_excludes(profile: Profile) -> list[str]:
+    """The profile's `runtime_env.excludes` patterns (`.git` is left out of an upload whatever they say)."""
+    return [str(e) for e in profile.runtime_env.get("excludes") or () if str(e) != ALWAYS_EXCLUDED]
+
+
 def secret_names(profile: Profile) -> list[str]:
     """Names of the `${env:NAME}` secrets a profile uses (in its env_vars values), in order."""
     names: list[str] = []
@@ -540,7 +556,7 @@ def render(
         directory = res(profile.working_dir)
         if Path(os.path.expanduser(directory)).is_dir():
             runtime_env["working_dir"] = str(Path(os.path.expanduser(directory)).resolve())
-            runtime_env.setdefault("excludes", [".git"])
+            runtime_env["excludes"] = [ALWAYS_EXCLUDED, *upload_excludes(profile)]
         else:
             entrypoint = f"cd {shlex.quote(directory)} && {entrypoint}"
     request: dict[str, Any] = {
