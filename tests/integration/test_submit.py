@@ -167,3 +167,27 @@ async def test_the_demo_submit_uploads_once_and_never_submits_twice(
     assert client.uploads == [package] and len(jobs) == 1
     assert jobs[0].metadata["cockpit_profile"] == "wd"
 
+
+async def test_ray_shows_env_vars_in_clear_so_secret_files_send_a_path(
+    ray_cluster: ClusterHandle, tmp_path: Path
+) -> None:
+    """What profiles/README.md says of secrets, against Ray itself: an env var's value comes back in clear
+    to any non-browser client; a secret file's content never leaves this machine, the job reads it."""
+    key = tmp_path / "token"
+    key.write_text("file-secret-content")
+    key.chmod(0o600)
+    profile = tmp_path / "secret.yaml"
+    profile.write_text(
+        'name: secret\nentrypoint: ${python} -c "import os; '
+        "print('token length', len(open(os.environ['TOKEN_FILE']).read()))\"\n"
+        "runtime_env: {env_vars: {PLAIN: '${env:COCKPIT_TEST_PLAIN}'}}\n"
+        f"secret_files: {{TOKEN_FILE: {key}}}\n"
+    )
+    result = cockpit("submit", "local", str(profile), "--follow", COCKPIT_TEST_PLAIN="env-var-in-clear")
+    assert result.returncode == 0, result.stderr
+    assert "token length 19" in result.stdout
+    submission_id = result.stdout.split()[1]
+    async with ray_cluster.client() as client:
+        answer = json.dumps(await client._get(f"/api/jobs/{submission_id}"))
+    assert "env-var-in-clear" in answer and str(key) in answer
+    assert "file-secret-content" not in answer
