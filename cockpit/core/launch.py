@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import io
-import os
-import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,16 +19,10 @@ from typing import Any
 from cockpit.core.errors import CockpitError
 from cockpit.core.overrides import Override, OverrideError, parse_overrides
 from cockpit.core.preflight import Check, preflight
-from cockpit.core.profiles import (
-    MAX_UPLOAD_BYTES,
-    Profile,
-    ProfileError,
-    line_of_text,
-    new_submission_id,
-    render,
-)
+from cockpit.core.profiles import Profile, line_of_text, new_submission_id, render
 from cockpit.core.ray_api import DashboardClient, DashboardUnreachable, NotFound, RequestRejected
 from cockpit.core.snapshots import NodeSnapshot
+from cockpit.core.working_dir import upload_files, zip_files
 
 __all__ = [
     "LaunchBlocked",
@@ -120,29 +111,17 @@ async def submit(client: DashboardClient, plan: LaunchPlan, *, force: bool = Fal
 # -- the wire: upload and an idempotent POST ------------------------------------------------------
 
 
-def zip_directory(path: Path, excludes: tuple[str, ...] = (".git",)) -> bytes:
-    """The directory as a zip (what Ray's SDK uploads), without `excludes`, at most 100 MiB."""
-    buffer = io.BytesIO()
-    total = 0
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for root, dirs, files in os.walk(path):
-            dirs[:] = sorted(d for d in dirs if d not in excludes)
-            for name in sorted(files):
-                file = Path(root) / name
-                if file.is_symlink() or name in excludes:
-                    continue
-                total += file.stat().st_size
-                if total > MAX_UPLOAD_BYTES:
-                    raise ProfileError(
-                        f"{path} is over {MAX_UPLOAD_BYTES // 2**20} MiB: the dashboard refuses it."
-                    )
-                archive.write(file, file.relative_to(path).as_posix())
-    return buffer.getvalue()
+def zip_directory(path: Path, excludes: Sequence[str] = ()) -> bytes:
+    """The directory as a zip (what Ray's SDK uploads): the files `working_dir.upload_files` lists, the
+    same list the pre-flight check counts (`.git` always left out, `excludes`, `.gitignore`, `.rayignore`).
+
+    Raises:
+        UploadError: over 100 MiB, a bad pattern, an unreadable file.
+    """
+    return zip_files(upload_files(path, excludes))
 
 
-async def upload_working_dir(
-    client: DashboardClient, path: Path, excludes: tuple[str, ...] = (".git",)
-) -> str:
+async def upload_working_dir(client: DashboardClient, path: Path, excludes: Sequence[str] = ()) -> str:
     """Upload a local directory once (content-addressed) and return its `gcs://` URI."""
     data = await asyncio.to_thread(zip_directory, path, excludes)
     name = f"_ray_pkg_{hashlib.sha1(data).hexdigest()[:16]}.zip"
@@ -164,8 +143,9 @@ async def submit_request(client: DashboardClient, request: Mapping[str, Any], at
     if isinstance(runtime_env, Mapping):
         working_dir = runtime_env.get("working_dir")
         if isinstance(working_dir, str) and "://" not in working_dir:
-            excludes = tuple(str(e) for e in runtime_env.get("excludes") or (".git",))
-            uri = await upload_working_dir(client, Path(working_dir), excludes)
+            excludes = runtime_env.get("excludes") or ()
+            patterns = [str(e) for e in excludes] if isinstance(excludes, (list, tuple)) else []
+            uri = await upload_working_dir(client, Path(working_dir), patterns)
             body["runtime_env"] = {**runtime_env, "working_dir": uri}
     for attempt in range(attempts):
         try:

@@ -17,14 +17,17 @@ from typing import Literal
 
 from cockpit.core.overrides import Override
 from cockpit.core.profiles import (
-    MAX_UPLOAD_BYTES,
     Profile,
     ProfileError,
     override_values,
     render,
+    secret_file_problem,
     secret_names,
+    upload_excludes,
 )
 from cockpit.core.snapshots import NodeSnapshot
+from cockpit.core.units import human_bytes
+from cockpit.core.working_dir import UploadError, upload_files
 
 Status = Literal["ok", "fail", "warn", "info"]
 
@@ -175,6 +178,7 @@ def _framework_checks(
 
 
 def _upload_check(profile: Profile) -> Check | None:
+    """The files and bytes the upload will hold: the list the zip is made of (`upload_files`)."""
     if not profile.working_dir:
         return None
     path = Path(os.path.expanduser(profile.working_dir))
@@ -182,18 +186,40 @@ def _upload_check(profile: Profile) -> Check | None:
         return Check(
             "working_dir", "info", f"{profile.working_dir} is used in place on the cluster's filesystem"
         )
-    size = 0
-    for root, dirs, files in os.walk(path):
-        dirs[:] = [d for d in dirs if d != ".git"]
-        size += sum((Path(root) / f).stat().st_size for f in files if not (Path(root) / f).is_symlink())
-        if size > MAX_UPLOAD_BYTES:
-            break
-    mib = size / 2**20
-    if size > MAX_UPLOAD_BYTES:
+    try:
+        listing = upload_files(path.resolve(), upload_excludes(profile))
+    except UploadError as exc:
+        return Check("working_dir upload", "fail", str(exc), "excludes")
+    if listing.over:
         return Check(
-            "working_dir upload", "fail", f"{path} is over {MAX_UPLOAD_BYTES // 2**20} MiB (without .git)"
+            "working_dir upload",
+            "fail",
+            f"{path}: over the dashboard's limit of {listing.limit} bytes ({human_bytes(listing.limit)}); "
+            "leave files out with runtime_env.excludes, .gitignore or .rayignore",
+            "working_dir",
         )
-    return Check("working_dir upload", "ok", f"{path}: {mib:.1f} MiB to upload, .git left out")
+    count = len(listing.files)
+    return Check(
+        "working_dir upload",
+        "ok",
+        f"{path}: {count} files, {listing.size} bytes ({human_bytes(listing.size)}) to upload; "
+        ".git left out, then excludes, .gitignore and .rayignore as Ray reads them",
+    )
+
+
+def _secret_file_checks(profile: Profile, at_submit: bool) -> list[Check]:
+    """Each `secret_files` path must be an owner-only file of yours. A missing one only warns in
+    `profiles check` (it may live on the cluster's filesystem, not here); one others can read fails."""
+    if not profile.secret_files:
+        return []
+    for name, path in profile.secret_files.items():
+        problem = secret_file_problem(path)
+        if problem is not None:
+            missing = not os.path.lexists(path)
+            status: Status = "warn" if missing and not at_submit else "fail"
+            return [Check("secret files", status, f"{name}: {problem}", name)]
+    sent = ", ".join(f"{name}={path}" for name, path in profile.secret_files.items())
+    return [Check("secret files", "ok", f"{sent} (owner-only; the job reads the file, its path is sent)")]
 
 
 def preflight(
@@ -224,6 +250,7 @@ def preflight(
         )
     elif secret_names(profile):
         checks.append(Check("secrets", "ok", f"{', '.join(secret_names(profile))} set (shown masked here)"))
+    checks.extend(_secret_file_checks(profile, at_submit))
     extra = tuple(overrides)
     try:
         render(profile, extra, mask=True, check_secrets=False)

@@ -1,9 +1,12 @@
 """Provides job profiles: saved launches in YAML, loaded, validated and rendered into a job submission.
 
 A profile names an entrypoint, Hydra-style overrides kept exactly as written, a runtime_env, the cluster
-shape it expects and its metadata. Values may use `${python}` (the interpreter running the cockpit),
-`${cluster.nodes}` / `${cluster.gpus_per_node}` and `${env:NAME}`: a secret read at submit time, sent to
-the cluster and shown masked everywhere else. Errors name the file, the line and the key.
+shape it expects and its metadata. Values may use `${python}` (the interpreter running the cockpit) and
+`${cluster.nodes}` / `${cluster.gpus_per_node}`. A secret is `${env:NAME}`, read from the submitter's shell
+at submit time, and only in a `runtime_env.env_vars` value (anywhere else it is refused: the entrypoint,
+overrides and metadata are shown to everyone in the job list); it is shown masked everywhere. Safer still,
+`secret_files:` sends the path of an owner-only file, never its content. Extra overrides (typed, or read
+back from a job's metadata on resubmit) are never resolved. Errors name the file, the line and the key.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import os
 import re
 import secrets
 import shlex
+import stat
 import sys
 import time
 from collections.abc import Iterable, Mapping
@@ -23,12 +27,22 @@ from typing import Any
 import yaml
 
 from cockpit.core.errors import CockpitError
-from cockpit.core.overrides import Override, OverrideError, parse_override, parse_overrides
+from cockpit.core.overrides import (
+    SECRET_HOME,
+    VARIABLE,
+    Override,
+    OverrideError,
+    is_secret,
+    parse_override,
+    parse_overrides,
+    secret_reference,
+    variable_key,
+    variables,
+)
+from cockpit.core.working_dir import ALWAYS_EXCLUDED, excludes_spec
 
 MASK = "••••••"
-MAX_UPLOAD_BYTES = 100 * 2**20
-"""The dashboard refuses packages over 100 MiB."""
-_VAR = re.compile(r"\$\{([^}]+)\}")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _KEYS = {
     "name",
     "description",
@@ -42,6 +56,7 @@ _KEYS = {
     "tags",
     "debug",
     "framework",
+    "secret_files",
 }
 FRAMEWORKS = ("generic", "demo", "verl", "intuitor", "nemo_rl", "rlinf")
 """Frameworks whose overrides the pre-flight checks understand."""
@@ -92,6 +107,8 @@ class Profile:
     tags: tuple[str, ...] = ()
     framework: str = "generic"
     post_mortem: bool = False
+    secret_files: Mapping[str, str] = field(default_factory=dict)
+    """Env var name -> absolute path of an owner-only file the job reads; the path is sent, not the file."""
 
 
 def search_path() -> list[Path]:
@@ -280,17 +297,24 @@ def load(path: Path) -> Profile:
     else:
         raise check.fail("entrypoint", "missing: give a command string or {module: ..., args: [...]}.")
     overrides = check.strings(doc.get("overrides"), "overrides")
-    for index, item in enumerate(overrides):
-        try:
-            parse_override(item)
-        except OverrideError as exc:
-            raise check.fail("overrides", str(exc), _item_line(node, "overrides", index)) from None
     runtime_env = check.mapping(doc.get("runtime_env"), "runtime_env", "env_vars, pip, py_executable, ...")
     for key in runtime_env:
         if key not in RUNTIME_ENV_KEYS:
             raise check.fail(
                 f"runtime_env.{key}", f"not a runtime_env field (known: {', '.join(RUNTIME_ENV_KEYS)})."
             )
+    check.strings(runtime_env.get("excludes"), "runtime_env.excludes")
+    for index, pattern in enumerate(runtime_env.get("excludes") or ()):
+        if not isinstance(pattern, str):
+            raise check.fail(
+                "runtime_env.excludes", f"item {index + 1} must be a string, not {_kind(pattern)}."
+            )
+        try:
+            excludes_spec([pattern])
+        except ValueError:
+            raise check.fail(
+                "runtime_env.excludes", f"item {index + 1} is not a pattern Ray reads: {pattern!r}."
+            ) from None
     env_vars = check.mapping(runtime_env.get("env_vars"), "runtime_env.env_vars", "NAME: value")
     for name, value in env_vars.items():
         if isinstance(value, (dict, list)) or value is None:
@@ -312,25 +336,41 @@ def load(path: Path) -> Profile:
                 f"entrypoint_resources.{key}", "unknown key (expected num_cpus, num_gpus, memory)."
             )
     metadata = check.mapping(doc.get("metadata"), "metadata", "key: string")
-    # A secret anywhere but an env var would travel in clear: in the job list, `ps` on the head, logs.
-    for key, value in (
-        ("entrypoint", entrypoint),
-        ("working_dir", doc.get("working_dir")),
-        *((f"overrides[{i + 1}]", o) for i, o in enumerate(overrides)),
-        *((f"metadata.{k}", v) for k, v in metadata.items()),
-        *((f"runtime_env.{k}", v) for k, v in runtime_env.items() if k != "env_vars"),
+    files = check.mapping(doc.get("secret_files"), "secret_files", "NAME_FILE: /path/to/owner-only/file")
+    # A secret anywhere but an env var value would travel in clear: in the job list, `ps` on the head.
+    # Judged on every reference as the resolver reads it (`${ env:X}` too), in every value it resolves.
+    for key, value, at in (
+        ("entrypoint", entrypoint, None),
+        ("working_dir", doc.get("working_dir"), None),
+        *((f"overrides[{i + 1}]", o, _item_line(node, "overrides", i)) for i, o in enumerate(overrides)),
+        *((f"metadata.{k}", v, None) for k, v in metadata.items()),
+        *((f"runtime_env.{k}", v, None) for k, v in runtime_env.items() if k != "env_vars"),
+        *((f"secret_files.{k}", v, None) for k, v in files.items()),
     ):
-        if "${env:" in repr(value):
-            if key.startswith("overrides["):
-                at = _item_line(node, "overrides", int(key[10:-1]) - 1)
-            else:
-                at = _line_of(node, key)
+        reference = next(filter(None, map(secret_reference, _strings_in(value))), None)
+        if reference is not None:
             raise check.fail(
                 key,
-                "${env:...} secrets belong in runtime_env.env_vars only (elsewhere they would show in the "
-                "job list); refer to them as $NAME in the command.",
+                f"{reference}: secrets belong in {SECRET_HOME} only (elsewhere the job list shows them); "
+                "refer to them as $NAME in the command, or use secret_files.",
                 at,
             )
+    for index, item in enumerate(overrides):
+        try:
+            parse_override(item)
+        except OverrideError as exc:
+            raise check.fail("overrides", str(exc), _item_line(node, "overrides", index)) from None
+    secret_files: dict[str, str] = {}
+    for name, value in files.items():
+        key = f"secret_files.{name}"
+        if not isinstance(name, str) or not _ENV_NAME.match(name):
+            raise check.fail(key, "not an environment variable name (letters, digits, _).")
+        where = os.path.expanduser(check.string(value, key))
+        if not os.path.isabs(where):
+            raise check.fail(key, f"must be an absolute path on the shared filesystem, not {value!r}.")
+        if name in env_vars:
+            raise check.fail(key, f"also set in {SECRET_HOME}: give it once.")
+        secret_files[name] = where
     framework = check.string(doc.get("framework"), "framework") or "generic"
     if framework not in FRAMEWORKS:
         raise check.fail("framework", f"unknown framework {framework!r} (known: {', '.join(FRAMEWORKS)}).")
@@ -353,19 +393,37 @@ def load(path: Path) -> Profile:
         tags=check.strings(doc.get("tags"), "tags"),
         framework=framework,
         post_mortem=debug == "post_mortem",
+        secret_files=secret_files,
     )
 
 
-def _resolve(text: str, shape: ClusterShape, secrets: dict[str, str], mask: bool, strict: bool) -> str:
+def _strings_in(value: Any) -> list[str]:
+    """Every string in a YAML value (keys too), depth first; a number or a bool is its text."""
+    if isinstance(value, Mapping):
+        return [text for k, v in value.items() for text in (*_strings_in(k), *_strings_in(v))]
+    if isinstance(value, list):
+        return [text for item in value for text in _strings_in(item)]
+    return [] if value is None else [str(value)]
+
+
+def _resolve(
+    text: str, shape: ClusterShape, found: dict[str, str], mask: bool, strict: bool, secret_ok: bool = False
+) -> str:
+    """`text` with its `${...}` variables replaced. Only with `secret_ok` (a `runtime_env.env_vars` value)
+    is `${env:NAME}` read from this shell; anywhere else it raises (`load` refuses such a profile, so that
+    is a caller's bug, never a secret sent in clear)."""
+
     def replace(match: re.Match[str]) -> str:
-        key = match.group(1).strip()
+        key = variable_key(match)
         if key == "python":
             return sys.executable
         if key == "cluster.nodes":
             return str(shape.nodes)
         if key == "cluster.gpus_per_node":
             return str(shape.gpus_per_node)
-        if key.startswith("env:"):
+        if is_secret(key):
+            if not secret_ok:
+                raise ProfileError(f"${{{key}}}: secrets are read only in {SECRET_HOME} values.")
             name = key[4:]
             value = os.environ.get(name)
             if value is None:
@@ -374,26 +432,49 @@ def _resolve(text: str, shape: ClusterShape, secrets: dict[str, str], mask: bool
                         f"${{env:{name}}} is not set in this shell: export {name} before submitting."
                     )
                 return MASK
-            secrets[name] = value
+            found[name] = value
             return MASK if mask else value
         raise ProfileError(
             f"unknown variable ${{{key}}} (use python, cluster.nodes, cluster.gpus_per_node, env:NAME)."
         )
 
-    return _VAR.sub(replace, text)
+    return VARIABLE.sub(replace, text)
+
+
+def upload_excludes(profile: Profile) -> list[str]:
+    """The profile's `runtime_env.excludes` patterns (`.git` is left out of an upload whatever they say)."""
+    return [str(e) for e in profile.runtime_env.get("excludes") or () if str(e) != ALWAYS_EXCLUDED]
 
 
 def secret_names(profile: Profile) -> list[str]:
-    """Names of the `${env:NAME}` secrets a profile uses, in order of appearance."""
-    texts = [profile.entrypoint, *profile.overrides, profile.working_dir, repr(dict(profile.runtime_env))]
-    texts += list(profile.metadata.values())
+    """Names of the `${env:NAME}` secrets a profile uses (in its env_vars values), in order."""
     names: list[str] = []
-    for text in texts:
-        for match in _VAR.finditer(text):
-            key = match.group(1).strip()
-            if key.startswith("env:") and key[4:] not in names:
+    for value in (profile.runtime_env.get("env_vars") or {}).values():
+        for key in variables(str(value)):
+            if is_secret(key) and key[4:] not in names:
                 names.append(key[4:])
     return names
+
+
+def secret_file_problem(path: str) -> str | None:
+    """Why a `secret_files` path must not be sent (None: a regular file only its owner, you, can read).
+
+    The job reads it on the cluster's shared filesystem; a file others can read there is no secret.
+    """
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return f"{path}: no such file (it must be on the shared filesystem the job sees)"
+    except OSError as exc:
+        return f"{path}: cannot check it ({exc.strerror})"
+    if not stat.S_ISREG(info.st_mode):
+        return f"{path}: not a regular file"
+    if info.st_uid != os.geteuid():
+        return f"{path}: owned by uid {info.st_uid}, not by you (uid {os.geteuid()})"
+    if info.st_mode & 0o077:
+        mode = oct(stat.S_IMODE(info.st_mode))[2:]
+        return f"{path}: mode {mode} lets others read it (chmod 600 {shlex.quote(path)})"
+    return None
 
 
 def new_submission_id(profile_name: str) -> str:
@@ -402,12 +483,15 @@ def new_submission_id(profile_name: str) -> str:
 
 
 def override_values(profile: Profile, overrides: Iterable[Override] = ()) -> dict[str, str]:
-    """Key -> value of the profile's overrides then `overrides`, later ones winning; variables resolved,
-    secrets masked (what the pre-flight checks read; nothing is parsed back out of an entrypoint)."""
+    """Key -> value of the profile's overrides (variables resolved) then `overrides` (as typed, never
+    resolved), later ones winning: what the pre-flight checks read; nothing is parsed back out of an
+    entrypoint."""
     found: dict[str, str] = {}
     values: dict[str, str] = {}
-    for item in (*parse_overrides(profile.overrides), *overrides):
+    for item in parse_overrides(profile.overrides):
         values[item.key] = _resolve(item.value, profile.cluster, found, mask=True, strict=False)
+    for item in overrides:
+        values[item.key] = item.value
     return values
 
 
@@ -422,19 +506,30 @@ def render(
     """The JobSubmitRequest for this profile with extra `overrides` (split by `overrides.parse_overrides`).
 
     Profile overrides are appended to the entrypoint byte for byte as written (the job runs it through a
-    shell, as the launch guides do); extra overrides are appended as typed, shell-quoted when needed, and
-    recorded in the metadata (`cockpit_overrides`, a JSON list) so a resubmit keeps them.
+    shell, as the launch guides do), variables resolved; extra overrides are appended as typed, never
+    resolved, shell-quoted when needed, and recorded in the metadata (`cockpit_overrides`, a JSON list) so
+    a resubmit keeps them. `${env:NAME}` is read only in `runtime_env.env_vars` values; `secret_files`
+    become env vars holding their paths, each checked to be an owner-only file.
     A `working_dir` that exists here is uploaded at submit (see `launch.submit`); any other path is
     taken to be on the cluster's shared filesystem and the entrypoint runs there (`cd DIR && ...`).
-    With `mask`, secrets appear as MASK (for display); without `check_secrets`, unset ones do too.
+    With `mask`, secrets appear as MASK (for display); without `check_secrets`, unset ones do too and
+    secret files are not checked.
+
+    Raises:
+        ProfileError: an unknown variable; with `check_secrets`, an unset secret or a secret file that
+            is missing or readable by others; a `${env:...}` in an extra override (never resolved).
     """
     extra = tuple(overrides)
+    for item in extra:
+        reference = secret_reference(item.text)
+        if reference is not None:
+            raise ProfileError(f"{item.text!r}: {reference} in an extra override is never resolved.")
     found: dict[str, str] = {}
     shape = profile.cluster
 
-    def res(value: Any) -> Any:
+    def res(value: Any, secret_ok: bool = False) -> Any:
         if isinstance(value, str):
-            return _resolve(value, shape, found, mask, check_secrets)
+            return _resolve(value, shape, found, mask, check_secrets, secret_ok)
         if isinstance(value, Mapping):
             return {str(k): res(v) for k, v in value.items()}
         if isinstance(value, list):
@@ -442,9 +537,16 @@ def render(
         return value
 
     parts = [res(profile.entrypoint), *(res(o) for o in profile.overrides)]
-    parts += [shlex.quote(res(o.text)) for o in extra]
-    runtime_env = res(dict(profile.runtime_env))
-    env_vars = {str(k): str(v) for k, v in (runtime_env.get("env_vars") or {}).items()}
+    parts += [shlex.quote(o.text) for o in extra]
+    runtime_env = res({k: v for k, v in profile.runtime_env.items() if k != "env_vars"})
+    env_vars = {
+        str(k): res(str(v), secret_ok=True) for k, v in (profile.runtime_env.get("env_vars") or {}).items()
+    }
+    for name, path in profile.secret_files.items():
+        problem = secret_file_problem(path) if check_secrets else None
+        if problem is not None:
+            raise ProfileError(f"{profile.path}: secret_files.{name}: {problem}.")
+        env_vars[name] = path
     if profile.post_mortem:
         env_vars["RAY_DEBUG_POST_MORTEM"] = "1"
     if env_vars:
@@ -454,7 +556,7 @@ def render(
         directory = res(profile.working_dir)
         if Path(os.path.expanduser(directory)).is_dir():
             runtime_env["working_dir"] = str(Path(os.path.expanduser(directory)).resolve())
-            runtime_env.setdefault("excludes", [".git"])
+            runtime_env["excludes"] = [ALWAYS_EXCLUDED, *upload_excludes(profile)]
         else:
             entrypoint = f"cd {shlex.quote(directory)} && {entrypoint}"
     request: dict[str, Any] = {

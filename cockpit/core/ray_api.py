@@ -48,6 +48,13 @@ Filter = tuple[str, str, str]
 
 MAX_LIMIT = 10_000
 """The dashboard refuses larger limits (RAY_MAX_LIMIT_FROM_API_SERVER)."""
+UPLOAD_ANSWER_TIMEOUT = 300.0
+"""Seconds an upload may wait for each read of the dashboard's answer: it stores the package (up to
+100 MiB) in the GCS before it answers."""
+UPLOAD_CONNECT_TIMEOUT = 10.0
+UPLOAD_MIN_RATE = 64 * 1024
+"""Bytes per second an upload is allowed at worst: its total limit is `UPLOAD_ANSWER_TIMEOUT` plus the size
+at this rate (100 MiB through a slow SSH tunnel takes minutes, not the client's 10 s; a stalled one ends)."""
 
 LOG_READ_DEADLINE_S = 600
 """How long the dashboard may take over one `/api/v0/logs/file` read (its own default is 30 s)."""
@@ -183,11 +190,15 @@ class DashboardClient:
         expect_json: bool = True,
         data: bytes | None = None,
         raw: bool = False,
+        timeout: aiohttp.ClientTimeout | None = None,
     ) -> Any:
         url = f"{self.base_url}{path}"
         sendable(params or (), path)
+        limits = timeout or self._timeout
         try:
-            async with self._client().request(method, url, params=params, json=json_body, data=data) as resp:
+            async with self._client().request(
+                method, url, params=params, json=json_body, data=data, timeout=limits
+            ) as resp:
                 body = await resp.read()
                 if resp.status >= 400:
                     raise http_error(resp.status, path, body)
@@ -204,9 +215,10 @@ class DashboardClient:
         except DashboardError:
             raise
         except asyncio.TimeoutError:
+            waited = limits.total or limits.sock_read or limits.sock_connect or 0
             raise DashboardUnreachable(
                 f"the Ray dashboard at {self.display_url} did not answer {path} within "
-                f"{self._timeout.total:.0f} s; the head may be overloaded."
+                f"{waited:.0f} s; the head may be overloaded."
             ) from None
         except (aiohttp.ClientError, OSError) as exc:
             # Connection refused or reset, a stream cut mid-answer (ClientPayloadError), or something
@@ -341,6 +353,8 @@ class DashboardClient:
         return answer_flag(await self._request("DELETE", f"/api/jobs/{path_segment(job_id)}"), "deleted")
 
     async def package_exists(self, name: str) -> bool:
+        """Whether `gcs://name` is stored. Cheap: Ray answers 200 or 404 with an empty body (it checks the
+        GCS key; job_head.py `get_package`), it never sends the package."""
         try:
             await self._request("GET", f"/api/packages/gcs/{path_segment(name)}", expect_json=False)
         except NotFound:
@@ -348,8 +362,17 @@ class DashboardClient:
         return True
 
     async def upload_package(self, name: str, data: bytes) -> None:
-        """PUT a working_dir zip (at most 100 MiB) as `gcs://name`."""
-        await self._request("PUT", f"/api/packages/gcs/{path_segment(name)}", data=data, expect_json=False)
+        """PUT a working_dir zip (at most 100 MiB) as `gcs://name`. Not under the client's timeout: the
+        limit grows with the size (`UPLOAD_MIN_RATE`)."""
+        connect = max(self._timeout.total or 0.0, UPLOAD_CONNECT_TIMEOUT)
+        timeout = aiohttp.ClientTimeout(
+            total=UPLOAD_ANSWER_TIMEOUT + len(data) / UPLOAD_MIN_RATE,
+            sock_connect=connect,
+            sock_read=UPLOAD_ANSWER_TIMEOUT,
+        )
+        await self._request(
+            "PUT", f"/api/packages/gcs/{path_segment(name)}", data=data, expect_json=False, timeout=timeout
+        )
 
     async def stop_job(self, job_id: str) -> bool:
         return answer_flag(await self._request("POST", f"/api/jobs/{path_segment(job_id)}/stop"), "stopped")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -85,12 +86,34 @@ async def test_working_dir_is_uploaded_without_git(ray_cluster: ClusterHandle, t
     code = tmp_path / "code"
     (code / ".git").mkdir(parents=True)
     (code / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (code / "data").mkdir()
+    (code / "data" / "big.bin").write_bytes(b"x" * 1000)
+    (code / "run.log").write_text("old log\n")
+    (code / ".gitignore").write_text("*.log\n")
     (code / "train.py").write_text("import os\nprint('files:', sorted(os.listdir('.')))\n")
     profile = tmp_path / "upload.yaml"
-    profile.write_text(f"name: upload\nentrypoint: python3 train.py\nworking_dir: {code}\n")
+    # Setting excludes must not bring .git back; .gitignore is read as Ray reads it.
+    profile.write_text(
+        f"name: upload\nentrypoint: python3 train.py\nworking_dir: {code}\n"
+        "runtime_env: {excludes: [data/]}\n"
+    )
     result = cockpit("submit", "local", str(profile), "--follow", timeout=120)
     assert result.returncode == 0, result.stderr
-    assert "files: ['train.py']" in result.stdout
+    assert "files: ['.gitignore', 'train.py']" in result.stdout
+    assert "2 files, " in result.stderr  # the pre-flight counted what was sent
+
+
+async def test_an_upload_is_not_held_to_the_clients_request_timeout(ray_cluster: ClusterHandle) -> None:
+    """A 100 MiB working_dir through an SSH tunnel takes longer than the 10 s any other request gets: here
+    a client whose requests get a millisecond still uploads; the existence check sends no package back."""
+    data = os.urandom(8 * 2**20)
+    name = f"_ray_pkg_{hashlib.sha1(data).hexdigest()[:16]}.zip"
+    token = record.cluster_token(ray_cluster.state_dir)
+    async with DashboardClient(ray_cluster.url, token=token, timeout=0.001) as hurried:
+        await hurried.upload_package(name, data)
+    async with ray_cluster.client() as client:
+        assert await client.package_exists(name)
+        assert await client._request("GET", f"/api/packages/gcs/{name}", raw=True) == b""
 
 
 def test_submit_records_the_overrides_so_a_resubmit_keeps_them(
@@ -143,3 +166,28 @@ async def test_the_demo_submit_uploads_once_and_never_submits_twice(
     assert first == second == submission_id
     assert client.uploads == [package] and len(jobs) == 1
     assert jobs[0].metadata["cockpit_profile"] == "wd"
+
+
+async def test_ray_shows_env_vars_in_clear_so_secret_files_send_a_path(
+    ray_cluster: ClusterHandle, tmp_path: Path
+) -> None:
+    """What profiles/README.md says of secrets, against Ray itself: an env var's value comes back in clear
+    to any non-browser client; a secret file's content never leaves this machine, the job reads it."""
+    key = tmp_path / "token"
+    key.write_text("file-secret-content")
+    key.chmod(0o600)
+    profile = tmp_path / "secret.yaml"
+    profile.write_text(
+        'name: secret\nentrypoint: ${python} -c "import os; '
+        "print('token length', len(open(os.environ['TOKEN_FILE']).read()))\"\n"
+        "runtime_env: {env_vars: {PLAIN: '${env:COCKPIT_TEST_PLAIN}'}}\n"
+        f"secret_files: {{TOKEN_FILE: {key}}}\n"
+    )
+    result = cockpit("submit", "local", str(profile), "--follow", COCKPIT_TEST_PLAIN="env-var-in-clear")
+    assert result.returncode == 0, result.stderr
+    assert "token length 19" in result.stdout
+    submission_id = result.stdout.split()[1]
+    async with ray_cluster.client() as client:
+        answer = json.dumps(await client._get(f"/api/jobs/{submission_id}"))
+    assert "env-var-in-clear" in answer and str(key) in answer
+    assert "file-secret-content" not in answer

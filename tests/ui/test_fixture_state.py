@@ -383,3 +383,39 @@ async def test_connection_questions_show_names_as_text(tmp_path: Path) -> None:
         app.push_screen(PassphraseScreen("Passphrase for /home/u/[/k]/id_ed25519 [b]:"))
         await pilot.pause()
         assert "/home/u/[/k]/id_ed25519 [b]:" in shown_text(app)
+
+
+@pytest.mark.parametrize(
+    ("recorded", "shown"),
+    [
+        # Anyone who can submit a job can write its metadata: a resubmit must not resolve a secret from it.
+        ('["steps=2", "wandb.key=${ env:COCKPIT_TEST_SECRET}"]', "runtime_env.env_vars"),
+        ('"steps=2"', "cannot be read back"),
+        ('[1, {"a": 2}]', "cannot be read back"),
+        ("not json", "cannot be read back"),
+    ],
+)
+async def test_a_resubmit_never_resolves_what_a_jobs_metadata_says(
+    monkeypatch: pytest.MonkeyPatch, recorded: str, shown: str
+) -> None:
+    monkeypatch.setenv("COCKPIT_TEST_SECRET", "s3cr3t-do-not-show")
+    state = fixture_state()
+    assert state.snapshot is not None
+    first = replace(
+        state.snapshot.jobs[0], metadata={"cockpit_profile": "demo", "cockpit_overrides": recorded}
+    )
+    state.snapshot = replace(state.snapshot, jobs=(first, *state.snapshot.jobs[1:]))
+    app = CockpitApp(state.target, state=state, offline=True)
+    async with app.run_test(size=(160, 50), notifications=True) as pilot:
+        await pilot.press("4")
+        await pilot.pause()
+        await pilot.press("r")
+        await pilot.pause()
+        text = shown_text(app)
+        assert "s3cr3t-do-not-show" not in text
+        assert shown in text
+        if isinstance(app.screen, LaunchScreen):
+            assert app.screen.plan is None
+            await pilot.press("ctrl+s")
+            await pilot.pause()
+            assert isinstance(app.screen, LaunchScreen)  # nothing was submitted

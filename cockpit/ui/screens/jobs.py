@@ -57,6 +57,18 @@ def job_cells(job: JobRow, now: float) -> dict[str, Text]:
     }
 
 
+def recorded_overrides(text: str) -> tuple[str, ...] | None:
+    """The extra overrides a job's metadata recorded (`cockpit_overrides`, a JSON list of strings), or
+    None when it is anything else."""
+    try:
+        items = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+        return None
+    return tuple(items)
+
+
 class JobsScreen(CockpitScreen):
     TITLE = "4 Jobs"
     NEEDS = frozenset({"nodes", "jobs"})
@@ -133,10 +145,16 @@ class JobsScreen(CockpitScreen):
         if not profile:
             self.notify("this job was not launched from a profile; press n to pick one", severity="warning")
             return
-        try:
-            overrides = tuple(json.loads(job.metadata.get("cockpit_overrides", "[]")))
-        except ValueError:
-            overrides = ()
+        overrides = recorded_overrides(job.metadata.get("cockpit_overrides", "[]"))
+        if overrides is None:
+            self.notify(
+                "this job's recorded overrides cannot be read back (not a JSON list of strings); "
+                "press n to pick the profile",
+                severity="warning",
+            )
+            return
+        # Anyone who can submit can write a job's metadata: these go to the launcher as typed, where the
+        # same parser as the command line refuses a ${env:...} secret; nothing here is ever resolved.
         self.action_launch(profile, overrides)
 
     def action_stop(self) -> None:
