@@ -115,7 +115,7 @@ def submit(args: argparse.Namespace) -> int:
     from cockpit.core.launch import parse_overrides
     from cockpit.core.targets import parse_target
 
-    profile = profiles.load(profiles.find(args.profile))
+    profile = profiles.load(profiles.find(args.profile, warn=err))
     overrides = parse_overrides(args.overrides)
     target = parse_target(args.target)
     if args.dry_run:

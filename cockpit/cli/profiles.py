@@ -26,7 +26,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 def list_profiles(args: argparse.Namespace) -> int:
     from cockpit.core import profiles
 
-    found, problems = profiles.discover()
+    found, problems = profiles.discover(warn=err)
     for profile in found:
         shape = f"{profile.cluster.nodes}x{profile.cluster.gpus_per_node}"
         print(f"{profile.name:36} {shape:>6}  {profile.description[:70]}")
@@ -38,7 +38,7 @@ def list_profiles(args: argparse.Namespace) -> int:
 def show(args: argparse.Namespace) -> int:
     from cockpit.core import profiles
 
-    profile = profiles.load(profiles.find(args.name))
+    profile = profiles.load(profiles.find(args.name, warn=err))
     print(json.dumps(profiles.render(profile, mask=True, check_secrets=False), indent=2, ensure_ascii=False))
     return EXIT_OK
 
@@ -50,13 +50,12 @@ def check(args: argparse.Namespace) -> int:
     if args.files:
         loaded: list[profiles.Profile | str] = []
         for name in args.files:
-            path = profiles.find(name)
             try:
-                loaded.append(profiles.load(path))
+                loaded.append(profiles.load(profiles.find(name, warn=err)))
             except profiles.ProfileError as exc:
                 loaded.append(str(exc))
     else:
-        found, problems = profiles.discover()
+        found, problems = profiles.discover(warn=err)
         loaded = [*found, *problems]
     bad = 0
     for item in loaded:
@@ -66,7 +65,7 @@ def check(args: argparse.Namespace) -> int:
             continue
         failed = [c for c in preflight(item, (), None, at_submit=False) if c.blocking]
         if failed:
-            line = profiles.line_of_text(item.path, failed[0].key)
+            line = failed[0].line or profiles.line_of_text(item.path, failed[0].key)
             print(f"✘ {item.path}:{line}: {failed[0].name}: {failed[0].detail}")
             bad += 1
         else:

@@ -61,7 +61,7 @@ class LaunchPlan:
 
     def where(self, check: Check) -> str:
         """`FILE:LINE` of the profile line a check is about (line 1 when it names no key there)."""
-        return f"{self.profile.path}:{line_of_text(self.profile.path, check.key)}"
+        return f"{self.profile.path}:{check.line or line_of_text(self.profile.path, check.key)}"
 
 
 def plan(

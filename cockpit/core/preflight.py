@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from cockpit.core.overrides import Override
+from cockpit.core.overrides import Override, parse_override
 from cockpit.core.profiles import (
     Profile,
     ProfileError,
@@ -39,6 +39,8 @@ class Check:
     detail: str
     key: str = ""
     """The profile key or override the check is about, to point at its line."""
+    line: int = 0
+    """The profile line it is about, when known exactly (else found from `key`)."""
 
     @property
     def blocking(self) -> bool:
@@ -139,6 +141,44 @@ def placement_check(values: dict[str, str], total_gpus: int | None) -> Check | N
             "RLinf placement", "fail", "; ".join(problems), prefix + (culprit or next(iter(entries)))
         )
     return Check("RLinf placement", "ok", f"{len(entries)} component group(s) cover GPUs 0-{total_gpus - 1}")
+
+
+SHAPE_OVERRIDES = {
+    "verl": ("trainer.nnodes", "trainer.n_gpus_per_node"),
+    "intuitor": ("trainer.nnodes", "trainer.n_gpus_per_node"),
+    "nemo_rl": ("cluster.num_nodes", "cluster.gpus_per_node"),
+    "rlinf": ("cluster.num_nodes", "cluster.num_gpus_per_node"),
+}
+"""The overrides in which each framework is told the shape `cluster:` (nodes, GPUs per node) declares."""
+
+
+def shape_agreement(profile: Profile) -> Check | None:
+    """The profile's own shape overrides against its `cluster:` shape (extra overrides are the user's
+    choice at submit; the framework checks weigh them against the cluster). A profile that says 2 nodes
+    in `cluster:` and `trainer.nnodes=4` in its overrides is checked against the wrong shape."""
+    keys = SHAPE_OVERRIDES.get(profile.framework)
+    if keys is None or not profile.shape_lines:
+        return None
+    values = override_values(profile)
+    lines = {
+        parse_override(text).key: line
+        for text, line in zip(profile.overrides, profile.override_lines, strict=False)
+    }
+    compared = []
+    for key, field in zip(keys, ("nodes", "gpus_per_node"), strict=True):
+        told, declared = _int(values, key), getattr(profile.cluster, field)
+        if field not in profile.shape_lines or told is None:
+            continue
+        if told != declared:
+            detail = (
+                f"{key}={told} (line {lines.get(key, 1)}) disagrees with cluster.{field}: {declared} "
+                f"(line {profile.shape_lines[field]}); make them agree, e.g. {key}=${{cluster.{field}}}"
+            )
+            return Check("profile shape", "fail", detail, key, lines.get(key, 0))
+        compared.append(key)
+    if not compared:
+        return None
+    return Check("profile shape", "ok", f"{' and '.join(compared)} agree with cluster:")
 
 
 def _framework_checks(
@@ -258,6 +298,9 @@ def preflight(
     except ProfileError as exc:
         checks.append(Check("profile", "fail", str(exc)))
         return checks
+    agreement = shape_agreement(profile)
+    if agreement is not None:
+        checks.append(agreement)
     checks.extend(_framework_checks(profile, values, nodes))
     upload = _upload_check(profile)
     if upload is not None:

@@ -92,7 +92,9 @@ class LaunchScreen(ModalScreen[str | None]):
 
     def __init__(self, preselect: str | None = None, overrides: tuple[str, ...] = ()) -> None:
         super().__init__()
-        self.all_profiles, self.problems = profiles.discover()
+        self.skipped: list[str] = []
+        """Profile files and directories left out because other users can write them (one line each)."""
+        self.all_profiles, self.problems = profiles.discover(warn=self.skipped.append)
         self.preselect = preselect
         self.initial_overrides = overrides
         self.force = False
@@ -128,6 +130,8 @@ class LaunchScreen(ModalScreen[str | None]):
             )
 
     def on_mount(self) -> None:
+        for line in self.skipped:
+            self.notify(clean(line), severity="warning", timeout=10, markup=False)
         self._fill("")
         if self.preselect:
             self.query_one("#overrides", Input).focus()
