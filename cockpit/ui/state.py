@@ -96,9 +96,6 @@ class CockpitState:
     def needs(self, need: Need) -> bool:
         return need in self.shown_needs
 
-    def job_running(self) -> bool:
-        return self.snapshot is not None and any(job.status == "RUNNING" for job in self.snapshot.jobs)
-
     def offer_fleet(self, fleet: GpuFleet | None) -> bool:
         """Take `fleet` unless a newer one is already held (fleets are built on threads: order varies)."""
         if fleet is None or (self.gpu_fleet is not None and fleet.generation < self.gpu_fleet.generation):
