@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cockpit.core.errors import CockpitError
 from cockpit.core.overrides import Override, OverrideError, parse_overrides
-from cockpit.core.preflight import Check, preflight
+from cockpit.core.preflight import Check, preflight, upload_check
 from cockpit.core.profiles import Profile, line_of_text, new_submission_id, render
 from cockpit.core.ray_api import DashboardClient, DashboardUnreachable, NotFound, RequestRejected
 from cockpit.core.snapshots import NodeSnapshot
@@ -71,17 +71,19 @@ def plan(
     *,
     at_submit: bool = True,
     submission_id: str | None = None,
+    upload: Callable[[Profile], Check | None] = upload_check,
 ) -> LaunchPlan:
     """The checklist and the masked request for `profile` with `overrides` on a cluster of `nodes`.
 
     With `at_submit`, a secret missing from this shell is a failed check; otherwise (a dry run) a warning.
+    `upload`: the working_dir check (see `preflight.upload_check`).
 
     Raises:
         ProfileError: the profile cannot be rendered (an unknown `${...}` variable).
     """
     split = tuple(overrides)
     chosen = submission_id or new_submission_id(profile.name)
-    checks = tuple(preflight(profile, split, nodes, at_submit=at_submit))
+    checks = tuple(preflight(profile, split, nodes, at_submit=at_submit, upload=upload))
     request = render(profile, split, mask=True, check_secrets=False, submission_id=chosen)
     return LaunchPlan(
         profile=profile,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -217,8 +217,10 @@ def _framework_checks(
     return [c for c in checks if c is not None]
 
 
-def _upload_check(profile: Profile) -> Check | None:
-    """The files and bytes the upload will hold: the list the zip is made of (`upload_files`)."""
+def upload_check(profile: Profile) -> Check | None:
+    """The files and bytes the upload will hold: the list the zip is made of (`upload_files`). It walks
+    the working_dir: a caller that plans the same profile over and over (the launcher, on each key) keeps
+    the answer instead of walking again."""
     if not profile.working_dir:
         return None
     path = Path(os.path.expanduser(profile.working_dir))
@@ -268,13 +270,15 @@ def preflight(
     nodes: Sequence[NodeSnapshot] | None = None,
     *,
     at_submit: bool = True,
+    upload: Callable[[Profile], Check | None] = upload_check,
 ) -> list[Check]:
     """The checklist for submitting `profile` with extra `overrides` (already split) to a cluster with
     `nodes` (None: static checks only). The framework checks read the profile's overrides and then the
     extra ones, later winning.
 
     With `at_submit`, a secret missing from this shell fails; otherwise (`profiles check`) it only warns,
-    since secrets are read when the job is submitted.
+    since secrets are read when the job is submitted. `upload` gives the working_dir check
+    (`upload_check`, or a caller's memo of it).
     """
     checks: list[Check] = []
     shape = _shape_check(
@@ -302,9 +306,9 @@ def preflight(
     if agreement is not None:
         checks.append(agreement)
     checks.extend(_framework_checks(profile, values, nodes))
-    upload = _upload_check(profile)
-    if upload is not None:
-        checks.append(upload)
+    upload_result = upload(profile)
+    if upload_result is not None:
+        checks.append(upload_result)
     checks.append(
         Check(
             "environment",

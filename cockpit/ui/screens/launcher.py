@@ -18,7 +18,7 @@ from textual.widgets.option_list import Option
 
 from cockpit.core import launch, profiles
 from cockpit.core.errors import CockpitError
-from cockpit.core.preflight import Check
+from cockpit.core.preflight import Check, upload_check
 from cockpit.ui.state import CockpitHost, host_of
 from cockpit.ui.widgets.safe_text import clean, plain
 
@@ -101,6 +101,8 @@ class LaunchScreen(ModalScreen[str | None]):
         self.plan: launch.LaunchPlan | None = None
         """What Enter submits: the plan previewed last (its submission id too)."""
         self.problem = ""
+        self._uploads: dict[str, Check | None] = {}
+        """Each profile's working_dir check, walked once while the launcher is open (not on every key)."""
         """Why nothing can be submitted as typed (a malformed override), in the CLI's words."""
 
     @property
@@ -179,6 +181,11 @@ class LaunchScreen(ModalScreen[str | None]):
             raise CockpitError(f"overrides: {exc} (quote values as in a shell).") from None
         return launch.parse_overrides(words)
 
+    def _upload(self, profile: profiles.Profile) -> Check | None:
+        if profile.name not in self._uploads:
+            self._uploads[profile.name] = upload_check(profile)
+        return self._uploads[profile.name]
+
     def _preview(self) -> None:
         text = self.query_one("#preview-text", Static)
         self.plan, self.problem = None, ""
@@ -189,7 +196,9 @@ class LaunchScreen(ModalScreen[str | None]):
             return
         snapshot = self.host.state.snapshot
         try:
-            plan = launch.plan(profile, self.extra_overrides(), snapshot.nodes if snapshot else None)
+            plan = launch.plan(
+                profile, self.extra_overrides(), snapshot.nodes if snapshot else None, upload=self._upload
+            )
         except CockpitError as exc:
             self.problem = str(exc)
             text.update(Text.assemble(plain(profile.name, "bold"), "\n\n", plain(self.problem, "red")))
