@@ -250,11 +250,7 @@ class DashboardClient:
         params: list[tuple[str, str]] = [("limit", str(limit)), ("timeout", "8")]
         if detail:
             params.append(("detail", "true"))
-        for key, predicate, value in filters:
-            if predicate not in ("=", "!="):
-                raise ValueError(f"filter predicate must be '=' or '!=', not {predicate!r}")
-            # All three keys, always: without filter_predicates the dashboard silently drops the filter.
-            params += [("filter_keys", key), ("filter_predicates", predicate), ("filter_values", value)]
+        params += filter_params(filters)
         params.extend(extra)
         path = f"/api/v0/{resource}"
         return state_listing(await self._get(path, params), path, build)
@@ -310,9 +306,7 @@ class DashboardClient:
 
     async def actor_summary(self, filters: Iterable[Filter] = ()) -> ActorSummary:
         """Per-class state counts of every actor the filters match (`/api/v0/actors/summarize`)."""
-        params: list[tuple[str, str]] = [("timeout", "8")]
-        for key, predicate, value in filters:
-            params += [("filter_keys", key), ("filter_predicates", predicate), ("filter_values", value)]
+        params = [("timeout", "8"), *filter_params(filters)]
         path = "/api/v0/actors/summarize"
         return parse.actor_summary(envelope_data(await self._get(path, params), path).get("result") or {})
 
@@ -517,6 +511,17 @@ class DashboardClient:
 
 
 # -- URLs ---------------------------------------------------------------------------------------------
+
+
+def filter_params(filters: Iterable[Filter]) -> list[tuple[str, str]]:
+    """State API filters as query parameters: all three keys for each, always (without
+    `filter_predicates` the dashboard silently drops the filter)."""
+    params: list[tuple[str, str]] = []
+    for key, predicate, value in filters:
+        if predicate not in ("=", "!="):
+            raise ValueError(f"filter predicate must be '=' or '!=', not {predicate!r}")
+        params += [("filter_keys", key), ("filter_predicates", predicate), ("filter_values", value)]
+    return params
 
 
 def path_segment(value: str) -> str:
