@@ -105,6 +105,8 @@ class CockpitApp(App[int]):
         self.gpu_feed = GpuFeed(self, self.state)
         self.cluster_feed = ClusterFeed(self, self.state, options, self.gpu_feed)
         self.high_res = HighResFeed(self, self.state, self.gpu_feed, self.cluster_feed.connection)
+        self._signals: dict[int, Any] = {}
+        """Handlers replaced while the app runs (SIGHUP, SIGTERM), put back when it ends."""
 
     # -- what screens may ask (CockpitHost) ----------------------------------------------------
 
@@ -134,7 +136,6 @@ class CockpitApp(App[int]):
         """A closed terminal (SIGHUP) or a kill (SIGTERM) ends the app the way `q` does, so it unmounts:
         the feeds stop, the agents end, the connection and its tunnel socket are closed, and whoever ran
         the app (`cockpit demo`) gets to stop what it started."""
-        self._signals: dict[int, Any] = {}
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGHUP, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread
@@ -144,7 +145,7 @@ class CockpitApp(App[int]):
 
     def _release_signals(self) -> None:
         loop = asyncio.get_running_loop()
-        for sig, previous in getattr(self, "_signals", {}).items():
+        for sig, previous in self._signals.items():
             loop.remove_signal_handler(sig)
             signal.signal(sig, previous)
         self._signals = {}

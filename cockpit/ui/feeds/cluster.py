@@ -24,7 +24,7 @@ from cockpit.core.ssh.errors import SshError, UnknownHostKey
 from cockpit.ui.feeds import start_worker
 from cockpit.ui.feeds.gpus import GpuFeed
 from cockpit.ui.messages import HostKeyUnknown
-from cockpit.ui.state import CockpitState, Need, StateChanged
+from cockpit.ui.state import CockpitState, Need, StateChanged, Topic
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -162,13 +162,13 @@ class ClusterFeed:
             return
         self._polls += 1
         state.snapshot = ClusterSnapshot(nodes=nodes, jobs=self._jobs, fetched_at=time.time())
-        topics: list[str] = ["snapshot", "connection"]
+        topics: list[Topic] = ["snapshot", "connection"]
         if state.offer_fleet(fleet):
             topics.append("gpus")
         state.connection.phase = "connected"
         state.connection.detail = ""
         self._failures = 0
-        self.app.post_message(StateChanged(*topics))  # type: ignore[arg-type]
+        self.app.post_message(StateChanged(*topics))
         progress = state.join_progress()
         joining = progress is not None and not progress.ready
         self._schedule(NODE_POLL_SECONDS if joining else STEADY_POLL_SECONDS)
