@@ -36,9 +36,7 @@ from cockpit.core.overrides import (
 )
 from cockpit.core.profile_file import ProfileError as ProfileError
 from cockpit.core.profile_file import unsafe_reason
-from cockpit.core.profile_load import FRAMEWORKS as FRAMEWORKS
-from cockpit.core.profile_load import RUNTIME_ENV_KEYS as RUNTIME_ENV_KEYS
-from cockpit.core.profile_load import ClusterShape as ClusterShape
+from cockpit.core.profile_load import ClusterShape
 from cockpit.core.profile_load import Profile as Profile
 from cockpit.core.profile_load import load as load
 from cockpit.core.working_dir import ALWAYS_EXCLUDED
