@@ -45,6 +45,9 @@ its passes land in UI refreshes (BENCHMARKS.md, gpu_view: p95 23 ms at 700, 13 m
 _gc_tuned = False
 
 
+JOB_CONTROL = (signal.SIGTSTP, signal.SIGCONT)
+
+
 def tune_gc() -> None:
     """Once per process, when the app is up: what is alive then (modules, the app, its first screen)
     lives as long as the process, so it is collected once and moved out of the cyclic GC's reach
@@ -107,6 +110,9 @@ class CockpitApp(App[int]):
         self.high_res = HighResFeed(self, self.state, self.gpu_feed, self.cluster_feed.connection)
         self._signals: dict[int, Any] = {}
         """Handlers replaced while the app runs (SIGHUP, SIGTERM), put back when it ends."""
+        self._job_control = {sig: signal.getsignal(sig) for sig in JOB_CONTROL}
+        """Textual's driver takes SIGTSTP and SIGCONT (Ctrl+Z) and never gives them back; see
+        `_release_job_control`."""
 
     # -- what screens may ask (CockpitHost) ----------------------------------------------------
 
@@ -149,6 +155,22 @@ class CockpitApp(App[int]):
             loop.remove_signal_handler(sig)
             signal.signal(sig, previous)
         self._signals = {}
+        self._release_job_control()
+
+    def _release_job_control(self) -> None:
+        """Put back the SIGTSTP and SIGCONT handlers Textual's driver replaced. A terminal hangup sends
+        SIGHUP and SIGCONT together; left in place, the driver's SIGCONT handler tries to re-enter
+        application mode with no event loop and raises in whatever runs then, which after the app is
+        `cockpit demo` stopping its cluster: the teardown was cut short and ~1.5 GB of Ray kept running."""
+        for sig, previous in self._job_control.items():
+            with contextlib.suppress(ValueError, TypeError):  # not the main thread; a handler set from C
+                signal.signal(sig, previous)
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().run(*args, **kwargs)
+        finally:
+            self._release_job_control()  # also when the app ended without unmounting
 
     async def _ask_passphrase(self, prompt: str) -> str | None:
         """Runs inside the poll worker, which may wait on a dialog."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -47,8 +48,11 @@ def test_demo_shows_nodes_and_running_job_then_quits_clean(tmp_path: Path) -> No
 
 
 def test_closing_the_terminal_stops_the_demo_cluster(tmp_path: Path) -> None:
-    """A terminal closed under the app (tmux killed: SIGHUP, then every write fails with EIO) still
-    stops the cluster the demo started: nothing of ~1.5 GB is left running on a shared login node."""
+    """A terminal closed under the app still stops the cluster the demo started: nothing of ~1.5 GB is
+    left running on a shared login node. A hangup sends SIGHUP and SIGCONT to the program, in an order
+    and at a moment nobody controls; here the SIGCONT lands while the cluster is being stopped (Textual's
+    driver kept a SIGCONT handler that then raised and cut the teardown short), and then the terminal
+    goes away for real (tmux killed: SIGHUP again, then every write fails with EIO)."""
     state = tmp_path / "state"
     term = Terminal(f"cockpit-demo-hup-{os.getpid()}", 100, 30)
     before: list[int] = []
@@ -60,6 +64,10 @@ def test_closing_the_terminal_stops_the_demo_cluster(tmp_path: Path) -> None:
         assert cluster is not None
         before = cluster_processes(cluster)
         assert before
+        (demo,) = term.foreground_pids()
+        os.kill(demo, signal.SIGHUP)
+        term.wait_for(lambda s: "stopping the local Ray cluster" in s, timeout=30)
+        os.kill(demo, signal.SIGCONT)
     finally:
         term.close()
     deadline = time.monotonic() + 90
