@@ -159,6 +159,8 @@ class ActorList:
     by_state: Mapping[str, int] = field(default_factory=dict)
     """Counts by state of every actor the job, class and node terms match, however many were listed
     (from the summary; empty if it failed)."""
+    by_class: Mapping[str, int] = field(default_factory=dict)
+    """Counts by class of the same actors as `by_state` (roles are counted from these)."""
     matching: int | None = None
     """Actors matching the server-side filters in the whole cluster (None if unknown)."""
     narrow: tuple[str, ...] = ()
@@ -262,6 +264,7 @@ def actor_list(
             continue
         views.append(view)
     by_state = summary.by_state() if summary is not None else {}
+    by_class = {cls: sum(states.values()) for cls, states in summary.by_class.items()} if summary else {}
     matching = None
     if summary is not None and (node_ids is None or len(node_ids) == 1):
         matching = by_state.get(query.state, 0) if query.state else summary.total
@@ -270,6 +273,7 @@ def actor_list(
         meta=listing.meta,
         query=query,
         by_state=by_state,
+        by_class=by_class,
         matching=matching,
         narrow=narrowing_terms(query, summary, listing.rows),
         warnings=tuple(query.problems) + tuple(listing.warnings) + tuple(warnings),
