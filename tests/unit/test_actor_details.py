@@ -1,24 +1,32 @@
-"""Runtime env masking for the Actors screen's details pane: secrets by name and by shape, malformed and
-hostile text, and Hypothesis for the secret-named env_vars."""
+"""The Actors screen's details pane on dashboard JSON captured from Ray 2.60, and runtime env masking
+(secrets by name and by shape, malformed and hostile text; Hypothesis for the secret-named env_vars)."""
 
 from __future__ import annotations
 
 import json
 import string
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from cockpit.core import parse
 from cockpit.core.actor_details import (
     MAX_LINE_CHARS,
     MAX_LINES,
     SECRET_NAME_PARTS,
     SECRET_NAMES,
+    actor_details,
+    bundles_on_node,
     is_secret_name,
     mask_runtime_env,
 )
+from cockpit.core.actors import ActorView
 from cockpit.core.profiles import MASK
+from cockpit.core.ray_api import state_listing
+from cockpit.core.snapshots import ActorRow, NodeSnapshot, PlacementGroupRow
 from cockpit.core.text import CONTROLS
 
 WANDB_KEY = "6f1e0c1b2a3d4e5f60718293a4b5c6d7e8f90a1b"
@@ -28,8 +36,142 @@ GITHUB_TOKEN = "ghp_R4nd0mLook1ngT0kenV4lue"
 OPENAI_KEY = "sk-proj-abcDEF123456ghiJKL"
 
 
+def load(samples_dir: Path, name: str) -> Any:
+    return json.loads((samples_dir / name).read_text())
+
+
+def sample_actors(samples_dir: Path) -> dict[str, ActorRow]:
+    rows = state_listing(load(samples_dir, "v0_actors.json"), "/api/v0/actors", parse.actor_row).rows
+    return {row.name: row for row in rows}
+
+
+def sample_node(samples_dir: Path, node_id: str) -> NodeSnapshot:
+    rows = state_listing(load(samples_dir, "v0_nodes.json"), "/api/v0/nodes", parse.node_from_state).rows
+    return next(node for node in rows if node.node_id == node_id)
+
+
+def sample_group(samples_dir: Path) -> PlacementGroupRow:
+    doc = load(samples_dir, "v0_pgs.json")
+    return state_listing(doc, "/api/v0/placement_groups", parse.placement_group_row).rows[0]
+
+
+def details(view: ActorView, **kwargs: Any) -> dict[str, str]:
+    kwargs.setdefault("node", None)
+    kwargs.setdefault("placement_group", None)
+    return dict(actor_details(view, **kwargs))
+
+
 def env(**env_vars: str) -> str:
     return json.dumps({"env_vars": env_vars, "working_dir": "gcs://_ray_pkg_ee56dcfc36f39836.zip"})
+
+
+# The details pane
+
+
+def test_sample_actor_reads_in_order(samples_dir: Path) -> None:
+    actor = sample_actors(samples_dir)["trainer_1"]
+    node = sample_node(samples_dir, actor.node_id)
+    view = ActorView(actor=actor, role="learner", host=node.hostname, started=1_000.0)
+    pairs = actor_details(view, node=node, placement_group=None, now=1_065.0)
+    assert [label for label, _ in pairs] == [
+        "Actor id",
+        "Class",
+        "Name",
+        "Role",
+        "State",
+        "Restarts",
+        "Job",
+        "Node",
+        "PID",
+        "Started",
+        "Resources",
+        "GPUs",
+        "Placement group",
+        "Runtime env",
+    ]
+    got = dict(pairs)
+    assert got["Actor id"] == "505b494baa0d9e12451cf10402000000"
+    assert (got["Class"], got["Name"], got["Role"], got["State"]) == (
+        "Trainer",
+        "trainer_1",
+        "learner",
+        "ALIVE",
+    )
+    assert got["Node"] == "192.0.2.2 · 837a4760"  # the sample's node is named by its IP: shown once
+    assert (got["PID"], got["Job"], got["Restarts"]) == ("7508", "02000000", "0")
+    assert got["Started"].startswith("1m05s ago (")
+    assert got["Resources"] == "{CPU: 0.1}" and got["GPUs"] == "none" and got["Placement group"] == "none"
+    assert got["Runtime env"].splitlines() == [
+        "env_vars:",
+        "  RAY_worker_niceness: 0",
+        "  STEPS: 900",
+        "working_dir: gcs://_ray_pkg_ee56dcfc36f39836.zip",
+    ]
+
+
+def test_dead_actor_says_why(samples_dir: Path) -> None:
+    dead = next(a for a in sample_actors(samples_dir).values() if a.state == "DEAD")
+    got = details(ActorView(actor=dead, role=None, host=""))
+    assert "worker process has died" in got["Death cause"]
+    assert got["Role"] == "unknown (class shown)" and got["Started"] == "unknown"
+    assert got["Node"] == "837a4760 · (not in the node table)"
+    assert details(ActorView(replace(dead, death_cause=""), None, ""))["Death cause"] == "none given"
+    assert "Death cause" not in details(ActorView(replace(dead, state="ALIVE"), None, ""))
+
+
+def test_node_dead_and_not_placed(samples_dir: Path) -> None:
+    actor = sample_actors(samples_dir)["gpu_worker"]
+    node = replace(sample_node(samples_dir, actor.node_id), hostname="gpu-a", state="DEAD")
+    assert (
+        details(ActorView(actor, "rollout", "gpu-a"), node=node)["Node"]
+        == "gpu-a · 192.0.2.2 · 4eed9171 (dead)"
+    )
+    pending = replace(actor, node_id="", pid=None, state="PENDING_CREATION")
+    got = details(ActorView(pending, "rollout", ""))
+    assert got["Node"] == "not placed" and got["PID"] == "none"
+
+
+def test_gpus_from_telemetry_or_logical_only(samples_dir: Path) -> None:
+    view = ActorView(sample_actors(samples_dir)["gpu_worker"], "rollout", "")
+    assert details(view, gpus=[(0, 87.4), (3, None)])["GPUs"] == "0: 87%, 3: N/A"
+    assert details(view)["GPUs"] == "logical only (1 requested)"
+    assert details(view)["Resources"] == "{CPU: 0.1, GPU: 1}"
+
+
+def test_placement_group_and_its_bundles_on_this_node(samples_dir: Path) -> None:
+    group = sample_group(samples_dir)
+    actor = replace(sample_actors(samples_dir)["trainer_0"], placement_group_id=group.placement_group_id)
+    got = details(ActorView(actor, None, ""), placement_group=group)
+    assert (
+        got["Placement group"] == "my_pg (5b7a2df6) · CREATED · 2 x {CPU: 0.1} · bundles #0, #1 on this node"
+    )
+    unread = details(ActorView(actor, None, ""))["Placement group"]
+    assert unread == "5b7a2df6 (not in the placement group list)"
+
+
+def test_bundle_indices_on_a_node() -> None:
+    nodes = ("a", "b", "a", "a", "a", "", "b", "a")
+    group = PlacementGroupRow("pg", "", "01000000", "CREATED", ({"GPU": 1.0},) * len(nodes), nodes)
+    assert bundles_on_node(group, "a") == "bundles #0, #2-#4, #7 on this node"
+    assert bundles_on_node(group, "b") == "bundles #1, #6 on this node"
+    assert bundles_on_node(replace(group, bundle_nodes=("x", "b")), "b") == "bundle #1 on this node"
+    assert bundles_on_node(group, "c") == "no bundle on this node"
+
+
+def test_hostile_actor_fields_are_cut_not_escaped() -> None:
+    hostile = "[bold red]x[/]\x1b[2J\x00\n" + "y" * 10_000_000
+    row = ActorRow(
+        hostile, hostile, hostile, "DEAD", hostile, hostile, None, 0, {hostile: 1.0}, hostile, hostile
+    )
+    group = PlacementGroupRow(hostile, hostile, hostile, hostile, ({hostile: float("inf")},), (hostile,))
+    node = NodeSnapshot(hostile, hostile, hostile, False, hostile, hostile, None, None, 0.0, 0.0)
+    view = ActorView(
+        replace(row, placement_group_id=hostile, runtime_env=hostile), hostile, hostile, float("nan")
+    )
+    got = details(view, node=node, placement_group=group, gpus=[(0, float("inf"))] * 1000, now=float("inf"))
+    assert all(len(value) <= 300 for value in got.values())
+    assert got["Class"].startswith("[bold red]x[/]")  # markup is text: the UI shows it as such
+    assert got["Started"] == "unknown" and got["Runtime env"].startswith("(runtime env not readable: ")
 
 
 # Runtime env masking
