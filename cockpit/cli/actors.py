@@ -7,13 +7,14 @@ import asyncio
 import json
 import time
 from dataclasses import asdict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cockpit.cli.common import EXIT_OK, EXIT_STUCK, add_connect_options, connect_options, err
 
 if TYPE_CHECKING:
     from cockpit.core.actors import ActorList
     from cockpit.core.pending import PendingReport
+    from cockpit.core.snapshots import ActorRow
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -75,7 +76,7 @@ def print_actors(listed: ActorList, as_json: bool) -> None:
     if as_json:
         doc = {
             "actors": [
-                {**asdict(view.actor), "role": view.role, "host": view.host, "started": view.started}
+                {**actor_json(view.actor), "role": view.role, "host": view.host, "started": view.started}
                 for view in listed.rows
             ],
             "shown": len(listed.rows),
@@ -119,6 +120,14 @@ def print_actors(listed: ActorList, as_json: bool) -> None:
     print(clean(listed.describe()))
     for warning in listed.warnings:
         err(clean(warning))
+
+
+def actor_json(actor: ActorRow) -> dict[str, Any]:
+    """ACTOR's fields for `--json`, the runtime env left out: its env_vars may hold secrets (API keys,
+    tokens), and a listing is often pasted into chats and tickets. The Actors screen shows it masked."""
+    doc = asdict(actor)
+    del doc["runtime_env"]
+    return doc
 
 
 def print_pending(report: PendingReport, as_json: bool) -> None:

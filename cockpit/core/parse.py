@@ -8,6 +8,7 @@ an object belongs) gives a snapshot with NA for what is missing or wrong, never 
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -283,7 +284,19 @@ def actor_row(row: Mapping[str, Any]) -> ActorRow:
         repr_name=as_str(row.get("repr_name")),
         placement_group_id=as_str(row.get("placement_group_id")),
         start_time=ms_to_seconds(row.get("start_time")),
+        runtime_env=_runtime_env_text(row.get("serialized_runtime_env")),
     )
+
+
+def _runtime_env_text(value: Any) -> str:
+    """The runtime env as JSON text: Ray sends it serialized; an object (should a release send one
+    unserialized) is serialized here so the masker can still read it, and other junk is kept as text."""
+    if isinstance(value, (Mapping, list)):
+        try:
+            return json.dumps(value)
+        except (TypeError, ValueError, RecursionError):
+            return ""
+    return as_str(value)
 
 
 def _death_cause_text(death: Any) -> str:

@@ -171,6 +171,9 @@ class ActorRow:
     placement_group_id: str = ""
     start_time: float | None = None
     """When the actor started (posix seconds), where the cluster says; None otherwise."""
+    runtime_env: str = field(default="", repr=False)
+    """The cluster's `serialized_runtime_env` (JSON text) as is: its env_vars may hold secrets, so it is
+    kept out of repr and out of `cockpit actors --json`, and shown only masked."""
 
     @property
     def gpus(self) -> float:

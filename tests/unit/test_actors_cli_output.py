@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -23,6 +24,15 @@ def test_json_keeps_the_cluster_text_as_is(capsys: pytest.CaptureFixture[str]) -
     print_actors(actor_list(listing(), parse_query("")), as_json=True)
     doc = json.loads(capsys.readouterr().out)
     assert doc["actors"][0]["name"] == HOSTILE and doc["actors"][0]["role"] == "rollout"
+
+
+def test_json_leaves_the_runtime_env_out(capsys: pytest.CaptureFixture[str]) -> None:
+    secret = "0123456789abcdef0123456789abcdef01234567"
+    row = replace(listing().rows[0], runtime_env=json.dumps({"env_vars": {"WANDB_API_KEY": secret}}))
+    rows = Listing(rows=(row,), meta=listing().meta)
+    print_actors(actor_list(rows, parse_query("")), as_json=True)
+    out = capsys.readouterr().out
+    assert secret not in out and "runtime_env" not in json.loads(out)["actors"][0]
 
 
 def test_table_has_no_escape_or_control(capsys: pytest.CaptureFixture[str]) -> None:

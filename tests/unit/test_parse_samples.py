@@ -74,6 +74,20 @@ def test_actor_rows_and_death_cause(samples_dir: Path) -> None:
     assert all(isinstance(r.num_restarts, int) for r in rows)
 
 
+def test_actor_runtime_env_is_kept_as_sent(samples_dir: Path) -> None:
+    doc = load(samples_dir, "v0_actors.json")["data"]["result"]
+    row = parse.actor_row(doc["result"][0])
+    assert json.loads(row.runtime_env)["env_vars"]["STEPS"] == "900"
+    assert "runtime_env" not in repr(row)  # its env_vars may hold secrets: never in a log line
+
+
+def test_actor_runtime_env_junk_never_raises() -> None:
+    for raw, text in ((None, ""), (5, "5"), ("not json", "not json"), ([], "[]")):
+        assert parse.actor_row({"serialized_runtime_env": raw}).runtime_env == text
+    sent_as_object = parse.actor_row({"serialized_runtime_env": {"env_vars": {"A": "1"}}})
+    assert json.loads(sent_as_object.runtime_env) == {"env_vars": {"A": "1"}}
+
+
 def test_truncation_is_reported(samples_dir: Path) -> None:
     result = load(samples_dir, "dbg_workers_paused.json")["data"]["result"]
     meta = parse.list_meta(result, len(result["result"]))
