@@ -300,17 +300,25 @@ def _runtime_env_text(value: Any) -> str:
 
 
 def _death_cause_text(death: Any) -> str:
-    """Ray nests the reason a level or two down (`actor_died_error_context.error_message`)."""
+    """Why an actor died, in one line. Ray nests the reason a level down, under the kind of death:
+    `actor_died_error_context.error_message` (killed, its process or node died, out of memory ...), or,
+    when its constructor raised, `creation_task_failure_context.formatted_exception_string` (a whole
+    traceback: its last line is the exception, e.g. "ValueError: CUDA out of memory"). The context also
+    holds `serialized_exception`, a pickle in base64: never shown."""
     if not death:
         return ""
     if isinstance(death, str):
         return death
     if isinstance(death, Mapping):
         for value in death.values():
-            if isinstance(value, Mapping) and value.get("error_message"):
-                lines = as_str(value["error_message"]).strip().splitlines()
-                return lines[-1] if lines else ""
-        return str(dict(death))
+            if not isinstance(value, Mapping):
+                continue
+            for key in ("error_message", "formatted_exception_string"):
+                lines = [line for line in as_str(value.get(key)).splitlines() if line.strip()]
+                if lines:
+                    return lines[-1].strip()
+        return ""
+    return as_str(death)
     return str(death)
 
 

@@ -156,6 +156,25 @@ def test_a_whitespace_death_message_reads_as_no_reason() -> None:
     assert parse.actor_row(row).death_cause == ""
 
 
+def test_a_constructor_that_raised_reads_as_its_exception_never_as_the_pickle() -> None:
+    """Ray 2.60's shape when `__init__` raised (captured from the test job in tests/harness/jobs.py)."""
+    traceback = (
+        'Traceback (most recent call last):\n\n  File "doomed.py", line 16, in __init__\n'
+        '    raise ValueError("rollout engine failed to start: CUDA out of memory (test)")\n'
+        "ValueError: rollout engine failed to start: CUDA out of memory (test)\n"
+    )
+    death = {
+        "creation_task_failure_context": {
+            "serialized_exception": "gAWVugcAAAAAAACMDnJheS5leGNlcHRpb25z",
+            "formatted_exception_string": traceback,
+            "language": "PYTHON",
+        }
+    }
+    cause = parse.actor_row({"actor_id": "a", "death_cause": death}).death_cause
+    assert cause == "ValueError: rollout engine failed to start: CUDA out of memory (test)"
+    assert parse.actor_row({"actor_id": "a", "death_cause": {"weird": {"x": 1}}}).death_cause == ""
+
+
 @pytest.mark.parametrize("raw", ["Infinity", "-Infinity", "NaN", "1e400", str(10**400)])
 def test_infinite_and_huge_numbers_read_as_na(raw: str) -> None:
     value = json.loads(raw)
