@@ -24,10 +24,21 @@ from cockpit.core.connection import Connection, ConnectOptions
 from cockpit.core.layouts import load_layout
 from cockpit.core.ray_api import DashboardClient
 from cockpit.core.targets import Target
+from cockpit.ui.feeds.actors import ActorsFeed
 from cockpit.ui.feeds.cluster import ClusterFeed
 from cockpit.ui.feeds.gpus import GpuFeed
 from cockpit.ui.feeds.high_res import HighResFeed
-from cockpit.ui.messages import HighResToggled, HostKeyUnknown, RefreshRequested, ScreenShown, ShowJobLog
+from cockpit.ui.messages import (
+    ActorQueryChanged,
+    HighResToggled,
+    HostKeyUnknown,
+    RefreshRequested,
+    ScreenShown,
+    ShowActorLog,
+    ShowGpusOf,
+    ShowJobLog,
+    ShowNode,
+)
 from cockpit.ui.navigation import FIRST, MAIN_SCREENS
 from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.screens.help import HelpScreen
@@ -108,6 +119,7 @@ class CockpitApp(App[int]):
         self.gpu_feed = GpuFeed(self, self.state)
         self.cluster_feed = ClusterFeed(self, self.state, options, self.gpu_feed)
         self.high_res = HighResFeed(self, self.state, self.gpu_feed, self.cluster_feed.connection)
+        self.actors_feed = ActorsFeed(self, self.state, self.cluster_feed.dashboard)
         self._signals: dict[int, Any] = {}
         """Handlers replaced while the app runs (SIGHUP, SIGTERM), put back when it ends."""
         self._job_control = {sig: signal.getsignal(sig) for sig in JOB_CONTROL}
@@ -183,6 +195,8 @@ class CockpitApp(App[int]):
         screen = self.screen
         if isinstance(screen, CockpitScreen):
             screen.state_changed(message.topics)
+        if "snapshot" in message.topics and not self.offline:
+            self.actors_feed.watch()
 
     @on(ScreenShown)
     def _screen_shown(self, message: ScreenShown) -> None:
@@ -192,6 +206,7 @@ class CockpitApp(App[int]):
             return
         self.gpu_feed.shown()
         self.cluster_feed.needs_changed(before)
+        self.actors_feed.shown()
 
     @on(RefreshRequested)
     def _refresh_requested(self) -> None:
@@ -200,10 +215,34 @@ class CockpitApp(App[int]):
     @on(ShowJobLog)
     async def _show_job_log(self, message: ShowJobLog) -> None:
         self.state.requested_log_job = message.job
-        await self.switch_mode("logs")
+        await self._show_mode("logs")
+
+    @on(ShowActorLog)
+    async def _show_actor_log(self, message: ShowActorLog) -> None:
+        self.state.requested_log_actor = message.actor
+        await self._show_mode("logs")
+
+    @on(ShowGpusOf)
+    async def _show_gpus_of(self, message: ShowGpusOf) -> None:
+        self.state.requested_gpu_filter = message.node_id[:12]
+        await self._show_mode("gpus")
+
+    @on(ShowNode)
+    async def _show_node(self, message: ShowNode) -> None:
+        self.state.requested_node = message.node_id
+        await self._show_mode("cluster")
+
+    async def _show_mode(self, mode: str) -> None:
+        """Switch to MODE; its screen reads what it was asked to show from the state."""
+        await self.switch_mode(mode)
         screen = self.screen
         if isinstance(screen, CockpitScreen):
             screen.refresh_view()
+
+    @on(ActorQueryChanged)
+    def _actor_query_changed(self) -> None:
+        if not self.offline:
+            self.actors_feed.query_changed()
 
     @on(HighResToggled)
     def _high_res_toggled(self, message: HighResToggled) -> None:
@@ -231,6 +270,7 @@ class CockpitApp(App[int]):
     def action_refresh_now(self) -> None:
         if not self.offline:
             self.cluster_feed.refresh_now()
+            self.actors_feed.shown()
 
     def action_help(self) -> None:
         def keys(node: object) -> list[tuple[str, str]]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from cockpit.core.snapshots import JobRow
+from cockpit.core.snapshots import ActorRow, JobRow
 from cockpit.core.ssh.errors import UnknownHostKey
 from cockpit.ui.state import Need
 
@@ -32,6 +32,32 @@ class ShowJobLog(Message):
     """Open the Logs screen on `job`'s driver log."""
 
     job: JobRow
+
+
+@dataclass
+class ShowActorLog(Message):
+    """Open the Logs screen on `actor`'s stdout and stderr."""
+
+    actor: ActorRow
+
+
+@dataclass
+class ShowGpusOf(Message):
+    """Open the GPU screen's list on one node's GPUs."""
+
+    node_id: str
+
+
+@dataclass
+class ShowNode(Message):
+    """Open the Cluster screen with the cursor on one node."""
+
+    node_id: str
+
+
+@dataclass
+class ActorQueryChanged(Message):
+    """The Actors screen's filter (`CockpitState.actor_query`) changed: the feed may refetch."""
 
 
 @dataclass

@@ -16,10 +16,13 @@ from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from textual.message import Message
 
+from cockpit.core.actor_table import ActorIndex
+from cockpit.core.actors import ActorList
 from cockpit.core.gpu_board import GpuBoard, GpuFleet
 from cockpit.core.join import JoinProgress
 from cockpit.core.layouts import Layout
-from cockpit.core.snapshots import ClusterInfo, ClusterSnapshot, JobRow
+from cockpit.core.pending import PendingReport
+from cockpit.core.snapshots import ActorRow, ClusterInfo, ClusterSnapshot, JobRow
 from cockpit.core.targets import Target
 
 if TYPE_CHECKING:
@@ -28,11 +31,13 @@ if TYPE_CHECKING:
     from cockpit.core.connection import Connection
     from cockpit.core.ray_api import DashboardClient
 
-Need = Literal["nodes", "jobs", "gpus", "actors"]
+Need = Literal["nodes", "jobs", "gpus", "actors", "actor_list"]
 """A resource a screen (or a watcher) can declare it needs. Nodes (join progress, the status bar)
-are always polled; the others are fetched at full cadence only while something shown needs them."""
+are always polled; the others are fetched at full cadence only while something shown needs them.
+`actors`: the alive actors on the GPUs (GPU views); `actor_list`: the Actors screen's whole table and
+the "why not running" report."""
 
-Topic = Literal["connection", "info", "snapshot", "gpus", "gpu_notice"]
+Topic = Literal["connection", "info", "snapshot", "gpus", "gpu_notice", "actors", "pending"]
 """What a `StateChanged` message says changed."""
 
 ConnectionPhase = Literal["connecting", "connected", "reconnecting", "unreachable"]
@@ -60,6 +65,34 @@ class Notice:
     error: bool = False
 
 
+@dataclass(frozen=True)
+class ActorTable:
+    """One fetch of the Actors screen's list: what `list_actors` said, and its rows indexed."""
+
+    listing: ActorList
+    index: ActorIndex
+    fetched_at: float
+    took: float
+    """Seconds the fetch took (the head's cost, seen from here)."""
+    by_role: dict[str, int] = field(default_factory=dict)
+    """Every actor the server-side filters match, by role, from the summary's counts by class."""
+
+
+@dataclass
+class Stuck:
+    """The "why not running" report and how long each of its items has been stuck."""
+
+    report: PendingReport | None = None
+    since: dict[str, float] = field(default_factory=dict)
+    """Item key -> when it was first seen stuck (this clock)."""
+    checked_at: float = 0.0
+    error: str = ""
+
+    def oldest(self, now: float) -> float:
+        """Seconds the longest-stuck item has been stuck (0 when nothing is)."""
+        return max((now - t for t in self.since.values()), default=0.0)
+
+
 @dataclass
 class CockpitState:
     """What the cockpit knows. Feeds write it; screens read it."""
@@ -81,6 +114,16 @@ class CockpitState:
     high_res_on: bool = False
     requested_log_job: JobRow | None = None
     """A job whose driver log the Logs screen shows next (Enter on the Jobs screen)."""
+    requested_log_actor: ActorRow | None = None
+    """An actor whose stdout and stderr the Logs screen shows next (`l` on the Actors screen)."""
+    requested_gpu_filter: str | None = None
+    """A filter the GPU screen applies next (`g` on the Actors screen: the actor's node)."""
+    requested_node: str | None = None
+    """A node id the Cluster screen puts its cursor on next (`n` on the Actors screen)."""
+    actor_query: str = ""
+    """The Actors screen's filter text (the feed pushes its server-side terms down when needed)."""
+    actor_table: ActorTable | None = None
+    stuck: Stuck = field(default_factory=Stuck)
     shown_needs: frozenset[Need] = frozenset()
     """What the screen on view needs; the feeds read it to choose what to fetch."""
 

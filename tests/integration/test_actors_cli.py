@@ -3,45 +3,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.harness.cluster import ClusterHandle
+from tests.harness.jobs import DEMO_ROLES, unplaceable_job
 from tests.harness.run import run_cockpit as cockpit
 
 pytestmark = pytest.mark.cluster
-
-DEMO_ROLES = {
-    "RolloutWorker": "rollout",
-    "PolicyTrainer": "policy",
-    "ReferencePolicy": "reference",
-    "Critic": "critic",
-    "RewardModel": "reward",
-}
-
-UNPLACEABLE = """
-import time
-import ray
-from ray.util.placement_group import placement_group
-
-ray.init()
-big = placement_group([{"GPU": 8}], name="cockpit_test_big")
-spread = placement_group([{"GPU": 1}] * 4, strategy="STRICT_SPREAD", name="cockpit_test_spread")
-
-
-@ray.remote(num_gpus=8)
-class HugeLearner:
-    pass
-
-
-huge = HugeLearner.options(name="cockpit_test_huge").remote()
-print("asked", flush=True)
-time.sleep(3600)
-"""
 
 
 def test_every_demo_actor_is_listed_with_its_role_and_node(demo_job: str, ray_cluster: ClusterHandle) -> None:
@@ -88,42 +59,9 @@ def test_nothing_pending_exits_0(demo_job: str) -> None:
 def test_unplaceable_placement_groups_are_named_with_numbers_and_exit_4(
     ray_cluster: ClusterHandle, tmp_path: Path
 ) -> None:
-    script = tmp_path / "unplaceable.py"
-    script.write_text(UNPLACEABLE)
-    job = "cockpit-test-unplaceable"
-
-    async def submit() -> None:
-        async with ray_cluster.client() as client:
-            await client.submit_job({"entrypoint": f"{sys.executable} {script}", "submission_id": job})
-            for _ in range(120):
-                pgs = await client.placement_groups(filters=[("state", "=", "PENDING")])
-                actors = await client.actors(filters=[("state", "=", "PENDING_CREATION")])
-                # The strategy is only in `ray status`, which the autoscaler refreshes every few seconds.
-                demands = (await client.cluster_status()).text
-                if len(pgs.rows) >= 2 and actors.rows and "STRICT_SPREAD" in demands:
-                    return
-                await asyncio.sleep(0.5)
-            raise AssertionError("the placement groups did not come up as PENDING within 60 s")
-
-    async def clean_up() -> None:
-        async with ray_cluster.client() as client:
-            await client.stop_job(job)
-            for _ in range(120):  # the driver's exit removes its placement groups and actors
-                pgs = await client.placement_groups(filters=[("creator_job_id", "!=", "ffffffff")])
-                left = [
-                    pg for pg in pgs.rows if pg.name.startswith("cockpit_test_") and pg.state != "REMOVED"
-                ]
-                if not left:
-                    return
-                await asyncio.sleep(0.5)
-            raise AssertionError(f"placement groups left after the job stopped: {left}")
-
-    asyncio.run(submit())
-    try:
+    with unplaceable_job(ray_cluster, tmp_path):
         result = cockpit("actors", "local", "--pending")
         doc = json.loads(cockpit("actors", "local", "--pending", "--json").stdout)
-    finally:
-        asyncio.run(clean_up())
     assert result.returncode == 4, result.stdout + result.stderr
     text = result.stdout
     big = next(line for line in text.splitlines() if "`cockpit_test_big`" in line)

@@ -8,7 +8,6 @@ GPU changed class. Regenerate with COCKPIT_UPDATE_SNAPSHOTS=1 after a deliberate
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,9 +22,9 @@ from cockpit.core.snapshots import ActorRow, NodeSnapshot
 from cockpit.ui.widgets.gpu_heatmap import CLASSES, EMPTY, GpuHeatmap, cursor_detail
 from cockpit.ui.widgets.gpu_list import GpuList
 from tests.harness.hostile import controls, hostile_cluster
+from tests.harness.snapshots import check_snapshot
 from tests.harness.synthetic import T0, synthetic_actors, synthetic_nodes
 
-SNAPSHOTS = Path(__file__).parent / "snapshots"
 SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "ray-2.60-samples"
 SIZE = (200, 50)
 
@@ -49,14 +48,6 @@ def synthetic_fleet(nodes: int = 1024, gpus: int = 8) -> tuple[GpuBoard, GpuFlee
     board.ingest_actors(synthetic_actors(cluster))
     board.ingest_nodes(cluster, job_running=True, local_time=T0)
     return board, board.fleet()
-
-
-def check_snapshot(name: str, text: str) -> None:
-    path = SNAPSHOTS / name
-    if os.environ.get("COCKPIT_UPDATE_SNAPSHOTS") == "1":
-        path.write_text(text, encoding="utf-8")
-    expected = path.read_text(encoding="utf-8")
-    assert text == expected, f"{name} changed; if on purpose, rerun with COCKPIT_UPDATE_SNAPSHOTS=1"
 
 
 async def test_heatmap_1024x8_fits_one_200x50_screen_snapshot() -> None:

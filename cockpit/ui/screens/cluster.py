@@ -37,5 +37,10 @@ class ClusterScreen(CockpitScreen):
             panel.show(progress)
         for table in self.query(NodeTable):
             table.show(snapshot.nodes)
+        requested = state.requested_node
+        if requested is not None:  # `n` on the Actors screen: the cursor on that node
+            state.requested_node = None
+            for table in self.query(NodeTable):
+                table.select(requested)
         for strip in self.query(JobsStrip):
             strip.show(snapshot.jobs)

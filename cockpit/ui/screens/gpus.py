@@ -102,6 +102,12 @@ class GpuScreen(CockpitScreen):
             self.show_notice()
 
     def refresh_view(self) -> None:
+        requested = self.state.requested_gpu_filter
+        if requested is not None:  # `g` on the Actors screen: that actor's node, in the list
+            self.state.requested_gpu_filter = None
+            self.node_filter = requested
+            self.sort = "node"
+            self._set_view("list")
         fleet = self.state.gpu_fleet
         if fleet is None:
             return

@@ -152,10 +152,14 @@ class LogsScreen(CockpitScreen):
 
     def refresh_view(self) -> None:
         requested = self.state.requested_log_job
-        if requested is not None and (self.job is None or requested.key != self.job.key):
+        actor = self.state.requested_log_actor
+        if actor is not None:
+            self.state.requested_log_actor = None
+            self._set_sources([LogSource.actor(actor, "out"), LogSource.actor(actor, "err")])
+        elif requested is not None and (self.job is None or requested.key != self.job.key):
             self.state.requested_log_job = None
             self.show_job(requested)
-        elif self.job is None:
+        elif self.job is None and not self.sources:  # nothing chosen yet: the newest job
             job = self._default_job()
             if job is not None:
                 self.show_job(job)

@@ -25,11 +25,6 @@ class UpcomingScreen(CockpitScreen):
             )
 
 
-class ActorsScreen(UpcomingScreen):
-    TITLE = "3 Actors"
-    FEATURE = "Ray actors: filter, sort, role, node, GPU, state, restarts."
-
-
 class DebuggerScreen(UpcomingScreen):
     TITLE = "6 Debugger"
     FEATURE = "Attach to workers paused in the post-mortem debugger (debugpy), in the terminal."

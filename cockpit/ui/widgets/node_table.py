@@ -91,3 +91,11 @@ class NodeTable(DataTable[Text]):
             for node_id in gone:
                 self.remove_row(node_id)
                 del self._cells[node_id]
+
+    def select(self, node_id: str) -> bool:
+        """Put the cursor on NODE_ID's row (and focus the table); False if it is not listed."""
+        if node_id not in self._cells:
+            return False
+        self.move_cursor(row=self.get_row_index(node_id))
+        self.focus()
+        return True

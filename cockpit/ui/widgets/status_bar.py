@@ -16,6 +16,22 @@ if TYPE_CHECKING:
     from cockpit.ui.state import CockpitState
 
 
+STUCK_WARN_SECONDS = 60.0
+"""Stuck this long, something not running is worth a warning on every screen."""
+
+
+def stuck_warning(state: CockpitState, now: float | None = None) -> str:
+    """ "⚠ 2 not running for 3m12s (3: why)" once the longest-stuck item passed a minute; else ""."""
+    stuck = state.stuck
+    if stuck.report is None or not stuck.report.items:
+        return ""
+    oldest = stuck.oldest(time.time() if now is None else now)
+    if oldest < STUCK_WARN_SECONDS:
+        return ""
+    never = " (cannot be placed)" if any(item.infeasible for item in stuck.report.items) else ""
+    return f"⚠ {len(stuck.report.items)} not running for {duration(oldest)}{never} (3: why)"
+
+
 class StatusBar(Static):
     """One line at the top of every screen. Re-rendered when the app's connection facts change."""
 
@@ -30,6 +46,8 @@ class StatusBar(Static):
     """connecting | connected | reconnecting | unreachable"""
     detail: reactive[str] = reactive("")
     data_time: reactive[float | None] = reactive(None)
+    stuck: reactive[str] = reactive("")
+    """A warning while something of a job has not started for more than a minute."""
 
     def show(self, state: CockpitState, screen_title: str) -> None:
         """Take the facts from the cockpit's state."""
@@ -41,6 +59,7 @@ class StatusBar(Static):
         self.detail = clean(" · ".join(t for t in (connection.exposure, connection.detail) if t))
         self.data_time = state.snapshot.fetched_at if state.snapshot else None
         self.screen_title = screen_title
+        self.stuck = stuck_warning(state)
         self.refresh()
 
     def render(self) -> Text:
@@ -58,6 +77,8 @@ class StatusBar(Static):
             text.append("↻ reconnecting", style="bold yellow")
         else:
             text.append("✖ unreachable", style="bold red")
+        if self.stuck:
+            text.append(f" · {self.stuck}", style="bold yellow")
         if self.data_time is not None:
             age = time.time() - self.data_time
             if self.state == "connected":

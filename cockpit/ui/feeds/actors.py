@@ -1,0 +1,210 @@
+"""Provides the actors feed: the Actors screen's list while it is shown, and the stuck watch behind the
+status bar's "not running" warning while a job is active.
+
+Cost on the head. The list is one `/api/v0/actors?detail=true` (at most 10,000 rows, Ray's limit) with
+its `summarize` beside it, plus the "why not running" report (pending actors and placement groups by
+state, the node table, the autoscaler's usage and status: seven small reads). It is fetched only while
+the Actors screen is shown, one fetch at a time, and the next one waits `max(5 s, 10 x the last fetch)`,
+so however large the cluster, the cockpit keeps the dashboard busy at most a tenth of the time. While
+the list holds every actor, filters are applied here (a keystroke costs the head nothing); once the
+cluster has more than the list holds, the filter's state, job, class and node terms are sent to the
+dashboard and a changed filter refetches at once.
+
+The stuck watch runs the report alone, every 15 s while a job is pending or running and the Actors
+screen is not shown (which refreshes it on every fetch).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from cockpit.core.actor_table import ActorIndex
+from cockpit.core.actors import MAX_LIMIT, ActorQuery, list_actors, parse_query
+from cockpit.core.errors import CockpitError
+from cockpit.core.pending import PendingReport, fetch_pending
+from cockpit.core.roles import DEFAULT_RULES, RoleRules
+from cockpit.ui.feeds import start_worker
+from cockpit.ui.state import ActorTable, CockpitState, StateChanged, Topic
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Mapping
+
+    from textual.app import App
+    from textual.timer import Timer
+
+    from cockpit.core.ray_api import DashboardClient
+
+LIST_SECONDS = 5.0
+"""The least wait between two fetches of the list while the Actors screen is shown."""
+HEAD_SHARE = 10.0
+"""The next fetch waits at least this many times as long as the last one took (a slow head is asked less)."""
+WATCH_SECONDS = 15.0
+"""How often the stuck watch asks while a job is active and the Actors screen is not shown."""
+LIST_LIMIT = MAX_LIMIT
+WAIT_FOR_NODES_SECONDS = 0.5
+
+
+def server_part(query: ActorQuery) -> ActorQuery:
+    """The terms the dashboard filters on (role and free words are matched here)."""
+    return ActorQuery(state=query.state, node=query.node, job=query.job, class_name=query.class_name)
+
+
+def role_counts(by_class: Mapping[str, int], rules: RoleRules) -> dict[str, int]:
+    """Counts by role from counts by class (the summary counts every actor; roles come from classes,
+    so an actor whose role only its name gives is counted under its class's role)."""
+    counts: Counter[str] = Counter()
+    for cls, n in by_class.items():
+        counts[rules.role(cls) or "other"] += n
+    return dict(counts.most_common())
+
+
+def stuck_key(kind: str, ident: str, sentence: str) -> str:
+    return f"{kind}:{ident or sentence}"
+
+
+class ActorsFeed:
+    def __init__(
+        self,
+        app: App[int],
+        state: CockpitState,
+        dashboard: Callable[[], Awaitable[DashboardClient]],
+        rules: RoleRules = DEFAULT_RULES,
+    ) -> None:
+        self.app = app
+        self.state = state
+        self.dashboard = dashboard
+        self.rules = rules
+        self._timer: Timer | None = None
+        self._fetched: ActorQuery | None = None
+        """The server-side part of the query the shown list was fetched with."""
+        self._busy = False
+
+    # -- the list (Actors screen shown) -------------------------------------------------------------
+
+    def shown(self) -> None:
+        """A screen came into view: fetch now if it shows the list (and stop when none does)."""
+        if self.state.needs("actor_list"):
+            self.fetch_now()
+        elif self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+
+    def query_changed(self) -> None:
+        """The filter changed: refetch if the dashboard must now be asked differently."""
+        if self.state.needs("actor_list") and self._wanted() != self._fetched:
+            self.fetch_now()
+
+    def _wanted(self) -> ActorQuery:
+        """Everything while everything fits in the list (filters are applied here); once it does not,
+        the filter's server-side terms, so the list holds what the user is looking for."""
+        table = self.state.actor_table
+        if table is None or (self._fetched == ActorQuery() and table.listing.complete):
+            return ActorQuery()
+        return server_part(parse_query(self.state.actor_query))
+
+    def fetch_now(self) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+        start_worker(self.app, self._fetch, group="actor-list", description="Listing actors")
+
+    async def _fetch(self) -> None:
+        state = self.state
+        if not state.needs("actor_list"):
+            return
+        snapshot = state.snapshot
+        if snapshot is None:  # the first poll brings the node table with host names: wait for it
+            self._timer = self.app.set_timer(WAIT_FOR_NODES_SECONDS, self.fetch_now, name="actor-list")
+            return
+        started = time.monotonic()
+        query = self._wanted()
+        delay = LIST_SECONDS
+        try:
+            client = await self.dashboard()
+            listing, report = await asyncio.gather(
+                list_actors(
+                    client,
+                    query,
+                    limit=LIST_LIMIT,
+                    nodes=snapshot.nodes,
+                    rules=self.rules,
+                ),
+                fetch_pending(client),
+                return_exceptions=True,
+            )
+            if isinstance(listing, BaseException):
+                raise listing
+            took = time.monotonic() - started
+            index = await asyncio.to_thread(ActorIndex.build, listing.rows)
+        except CockpitError as exc:
+            state.stuck.error = str(exc)
+            self.app.post_message(StateChanged("actors"))
+        else:
+            self._fetched = query
+            state.actor_table = ActorTable(
+                listing=listing,
+                index=index,
+                fetched_at=time.time(),
+                took=took,
+                by_role=role_counts(listing.by_class, self.rules),
+            )
+            state.stuck.error = ""
+            topics: list[Topic] = ["actors"]
+            if self._took_report(report):
+                topics.append("pending")
+            self.app.post_message(StateChanged(*topics))
+            delay = max(LIST_SECONDS, HEAD_SHARE * took)
+        if state.needs("actor_list"):
+            self._timer = self.app.set_timer(delay, self.fetch_now, name="actor-list")
+
+    # -- the stuck watch (a job active, the screen not shown) ---------------------------------------
+
+    def watch(self) -> None:
+        """After each cluster poll: check what is stuck if a job is active and it is time."""
+        state = self.state
+        if state.needs("actor_list") or self._busy:
+            return
+        snapshot = state.snapshot
+        active = snapshot is not None and any(job.status in ("PENDING", "RUNNING") for job in snapshot.jobs)
+        if not active:
+            if state.stuck.since:
+                state.stuck.since.clear()
+                state.stuck.report = None
+                self.app.post_message(StateChanged("pending"))
+            return
+        if time.time() - state.stuck.checked_at < WATCH_SECONDS:
+            return
+        self._busy = True
+        start_worker(self.app, self._watch, group="stuck-watch", description="Checking for stuck actors")
+
+    async def _watch(self) -> None:
+        try:
+            client = await self.dashboard()
+            report: PendingReport | BaseException = await fetch_pending(client)
+        except CockpitError as exc:
+            report = exc
+        finally:
+            self._busy = False
+        if self._took_report(report):
+            self.app.post_message(StateChanged("pending"))
+
+    def _took_report(self, report: PendingReport | BaseException) -> bool:
+        """Record a report and how long each item has been stuck; False if it failed (kept as it was)."""
+        stuck = self.state.stuck
+        now = time.time()
+        stuck.checked_at = now
+        if isinstance(report, CockpitError):
+            return False  # the last report stays; the next fetch tries again
+        if not isinstance(report, PendingReport):
+            raise report  # a bug: the app's worker handler reports it
+        before = stuck.since
+        since: dict[str, float] = {}
+        for item in report.items:
+            key = stuck_key(item.kind, item.ident, item.sentence)
+            since[key] = before.get(key, now)
+        stuck.since = since
+        stuck.report = report
+        return True
