@@ -263,8 +263,14 @@ def actor_list(
         if query.words and not _words_match(view, query.words):
             continue
         views.append(view)
-    by_state = summary.by_state() if summary is not None else {}
-    by_class = {cls: sum(states.values()) for cls, states in summary.by_class.items()} if summary else {}
+    if summary is not None:
+        by_state = summary.by_state()
+        by_class = {cls: sum(states.values()) for cls, states in summary.by_class.items()}
+    elif listing.meta.complete:  # every actor the filters match is here: count them (no summary asked)
+        by_state = dict(Counter(row.state for row in listing.rows))
+        by_class = dict(Counter(row.class_name for row in listing.rows))
+    else:
+        by_state, by_class = {}, {}
     matching = None
     if summary is not None and (node_ids is None or len(node_ids) == 1):
         matching = by_state.get(query.state, 0) if query.state else summary.total
@@ -287,12 +293,14 @@ async def list_actors(
     nodes: Sequence[NodeSnapshot] | None = None,
     rules: RoleRules = DEFAULT_RULES,
     ages: bool = True,
+    summary: bool = True,
 ) -> ActorList:
     """Actors matching QUERY, at most LIMIT (1..10,000) from the dashboard, with the cluster's counts.
 
     NODES: the node table if the caller has it (the Actors screen does); else it is fetched. The list,
     the summary and (AGES) the alive workers are asked for together; a failed summary only loses the
-    counts, a failed worker list only the ages.
+    counts, a failed worker list only the ages. Without SUMMARY (a caller that knows the list holds
+    every actor) the counts are made from the list, and the head reads its actor table once, not twice.
     """
     limit = max(1, min(limit, MAX_LIMIT))
     if nodes is None:
@@ -315,15 +323,17 @@ async def list_actors(
     worker_filters: list[Filter] = [("is_alive", "=", "True"), ("worker_type", "=", "WORKER")]
     listing, counted, alive = await asyncio.gather(
         client.actors(filters=filters, limit=limit),
-        client.actor_summary(filters=summary_filters),
+        client.actor_summary(filters=summary_filters) if summary else _no_summary(),
         client.workers(filters=worker_filters, limit=MAX_LIMIT) if ages else _no_workers(),
         return_exceptions=True,
     )
     if isinstance(listing, BaseException):
         raise listing
-    summary: ActorSummary | None = None
+    summarized: ActorSummary | None = None
     if isinstance(counted, ActorSummary):
-        summary = counted
+        summarized = counted
+    elif counted is None:
+        pass
     elif isinstance(counted, Exception):
         extra.append(f"counts by state unavailable: {counted}")
     else:
@@ -335,7 +345,11 @@ async def list_actors(
         extra.append(f"actor ages unavailable: {alive}")
     else:
         raise alive
-    return actor_list(listing, query, nodes, summary, rules, node_ids, extra, workers)
+    return actor_list(listing, query, nodes, summarized, rules, node_ids, extra, workers)
+
+
+async def _no_summary() -> None:
+    return None
 
 
 async def _no_workers() -> Listing[WorkerRow]:

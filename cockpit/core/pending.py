@@ -374,29 +374,40 @@ def pending_report(
     )
 
 
-async def fetch_pending(client: DashboardClient, limit: int = 1000) -> PendingReport:
-    """The pending report of the cluster behind CLIENT: a few cheap GCS reads, asked for together."""
-    unready, creating = await asyncio.gather(
-        *(client.actors(filters=[("state", "=", s)], limit=limit) for s in PENDING_ACTOR_STATES)
+async def fetch_pending(
+    client: DashboardClient, limit: int = 1000, actors: Sequence[ActorRow] | None = None
+) -> PendingReport:
+    """The pending report of the cluster behind CLIENT: a few cheap GCS reads, asked for together.
+
+    ACTORS: every actor of the cluster, when the caller just listed them all (the Actors screen): the
+    pending ones are picked from them instead of asking the head, which would read its whole actor
+    table once per state asked for.
+    """
+    if actors is None:
+        lists = await asyncio.gather(
+            *(client.actors(filters=[("state", "=", s)], limit=limit) for s in PENDING_ACTOR_STATES)
+        )
+        stuck_actors = tuple(row for listing in lists for row in listing.rows)
+        partial = [listing for listing in lists if not listing.meta.complete]
+    else:
+        stuck_actors = tuple(row for row in actors if row.state in PENDING_ACTOR_STATES)
+        partial = []
+    (pending, rescheduling), (table, usage, status) = await asyncio.gather(
+        asyncio.gather(
+            *(client.placement_groups(filters=[("state", "=", s)], limit=limit) for s in PENDING_PG_STATES)
+        ),
+        asyncio.gather(client.node_table(), client.node_usage(), client.cluster_status()),
     )
-    pending, rescheduling = await asyncio.gather(
-        *(client.placement_groups(filters=[("state", "=", s)], limit=limit) for s in PENDING_PG_STATES)
-    )
-    table, usage, status = await asyncio.gather(
-        client.node_table(), client.node_usage(), client.cluster_status()
-    )
-    warnings = [
+    warnings = [f"pending actors: {listing.meta.describe()}" for listing in partial] + [
         f"{what}: {listing.meta.describe()}"
         for what, listing in (
-            ("pending actors", unready),
-            ("pending actors", creating),
             ("pending placement groups", pending),
             ("rescheduling placement groups", rescheduling),
         )
         if not listing.meta.complete
     ]
     return pending_report(
-        actors=(*unready.rows, *creating.rows),
+        actors=stuck_actors,
         placement_groups=(*pending.rows, *rescheduling.rows),
         nodes=table.rows,
         usage=usage,

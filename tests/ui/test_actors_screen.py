@@ -123,6 +123,12 @@ async def test_demo_actors_filter_sort_details_and_jumps(ray_cluster: ClusterHan
         row_key, _ = nodes.coordinate_to_cell_key(nodes.cursor_coordinate)
         assert row_key.value == chosen.actor.node_id
 
+        # Away from the Actors screen the list is not fetched (the head is not asked for it).
+        await until(pilot, lambda: not app.actors_feed.listing, timeout=15)
+        table = app.state.actor_table
+        await pilot.pause(7)  # longer than the list's 5 s cadence
+        assert app.state.actor_table is table and not app.actors_feed.listing
+
 
 async def test_dead_actors_show_their_death_cause(ray_cluster: ClusterHandle, tmp_path: Path) -> None:
     job_id = await asyncio.to_thread(finished_job_with_dead_actors, ray_cluster, tmp_path)
@@ -164,5 +170,12 @@ async def test_unplaceable_job_is_explained_with_the_numbers(
             assert app.screen.query_one("#actor-pending").has_class("never")
             pending = [v for v in shown_views(app) if v.actor.class_name == "HugeLearner"]
             assert pending and pending[0].actor.state == "PENDING_CREATION"
+            # The next fetch reads the pending actors from the list it got (the list held every actor):
+            # the same sentences.
+            first = app.state.actor_table
+            assert first is not None and first.listing.complete
+            await until(pilot, lambda: app.state.actor_table is not first, timeout=30)
+            await pilot.pause()
+            assert pane().splitlines()[1:] == text.splitlines()[1:]  # the first line says how long
     finally:
         await asyncio.to_thread(job.__exit__, None, None, None)

@@ -57,6 +57,17 @@ def test_complete_list_has_roles_hosts_and_a_plain_count(samples_dir: Path) -> N
     assert result.by_state == {"ALIVE": 4, "DEAD": 1} and result.matching == 5
 
 
+def test_without_a_summary_a_complete_list_counts_itself_and_a_cut_one_does_not(samples_dir: Path) -> None:
+    """The Actors screen's later fetches ask for no summary while the list holds every actor: the counts
+    must be those the summary gives; a cut list cannot count what it does not hold."""
+    complete = actor_list(actors(samples_dir), ActorQuery(), nodes(samples_dir), None)
+    counted = summary(samples_dir)
+    assert complete.by_state == counted.by_state()
+    assert complete.by_class == {cls: sum(states.values()) for cls, states in counted.by_class.items()}
+    cut = actor_list(actors(samples_dir, "v0_actors_limit1.json"), ActorQuery(), (), None)
+    assert cut.by_state == {} and cut.by_class == {}
+
+
 def test_limited_list_says_showing_n_of_m_and_what_narrows_it(samples_dir: Path) -> None:
     # Captured with limit=1: the funnel says 5 matched, 1 returned.
     result = actor_list(actors(samples_dir, "v0_actors_limit1.json"), ActorQuery(), (), summary(samples_dir))

@@ -22,7 +22,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from cockpit.core.actor_table import ActorIndex
-from cockpit.core.actors import MAX_LIMIT, ActorQuery, list_actors, parse_query
+from cockpit.core.actors import MAX_LIMIT, ActorList, ActorQuery, list_actors, parse_query
 from cockpit.core.errors import CockpitError
 from cockpit.core.pending import PendingReport, fetch_pending
 from cockpit.core.roles import DEFAULT_RULES, RoleRules
@@ -30,12 +30,13 @@ from cockpit.ui.feeds import start_worker
 from cockpit.ui.state import ActorTable, CockpitState, StateChanged, Topic
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Mapping
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from textual.app import App
     from textual.timer import Timer
 
     from cockpit.core.ray_api import DashboardClient
+    from cockpit.core.snapshots import NodeSnapshot
 
 LIST_SECONDS = 5.0
 """The least wait between two fetches of the list while the Actors screen is shown."""
@@ -61,6 +62,30 @@ def role_counts(by_class: Mapping[str, int], rules: RoleRules) -> dict[str, int]
     return dict(counts.most_common())
 
 
+async def fetch_actor_table(
+    client: DashboardClient,
+    query: ActorQuery,
+    nodes: Sequence[NodeSnapshot],
+    rules: RoleRules = DEFAULT_RULES,
+    everything: bool = False,
+) -> tuple[ActorList, PendingReport | CockpitError]:
+    """One fetch of the Actors screen: the list (with counts) and the "why not running" report.
+
+    EVERYTHING: the last list of every actor came back complete. Then the list is asked for alone and
+    its counts and its pending actors are read from it, so the head reads its actor table once per
+    fetch instead of four times (list, summary, and once per pending state). A failed report is
+    returned, not raised: the list is still worth showing.
+    """
+    listing = await list_actors(
+        client, query, limit=LIST_LIMIT, nodes=nodes, rules=rules, summary=not everything
+    )
+    every_actor = [v.actor for v in listing.rows] if everything and listing.complete else None
+    try:
+        return listing, await fetch_pending(client, actors=every_actor)
+    except CockpitError as exc:
+        return listing, exc
+
+
 def stuck_key(kind: str, ident: str, sentence: str) -> str:
     return f"{kind}:{ident or sentence}"
 
@@ -83,6 +108,11 @@ class ActorsFeed:
         self._busy = False
 
     # -- the list (Actors screen shown) -------------------------------------------------------------
+
+    @property
+    def listing(self) -> bool:
+        """Whether the next fetch of the list is due (only while the Actors screen is shown)."""
+        return self._timer is not None
 
     def shown(self) -> None:
         """A screen came into view: fetch now if it shows the list (and stop when none does)."""
@@ -122,21 +152,11 @@ class ActorsFeed:
         started = time.monotonic()
         query = self._wanted()
         delay = LIST_SECONDS
+        table = state.actor_table
+        everything = query == ActorQuery() and table is not None and table.listing.complete
         try:
             client = await self.dashboard()
-            listing, report = await asyncio.gather(
-                list_actors(
-                    client,
-                    query,
-                    limit=LIST_LIMIT,
-                    nodes=snapshot.nodes,
-                    rules=self.rules,
-                ),
-                fetch_pending(client),
-                return_exceptions=True,
-            )
-            if isinstance(listing, BaseException):
-                raise listing
+            listing, report = await fetch_actor_table(client, query, snapshot.nodes, self.rules, everything)
             took = time.monotonic() - started
             index = await asyncio.to_thread(ActorIndex.build, listing.rows)
         except CockpitError as exc:
