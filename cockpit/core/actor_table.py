@@ -10,10 +10,12 @@ dashboard was already asked to filter by the same terms when the list could not 
 
 from __future__ import annotations
 
+import operator
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from cockpit.core.actors import ActorQuery, ActorView
@@ -44,16 +46,29 @@ class ActorIndex:
     """Actor id -> row number (keeps the cursor on its actor across refreshes)."""
     built_at: float = field(default_factory=time.time)
     _sorted: dict[tuple[str, bool], list[int]] = field(default_factory=dict)
+    _last: tuple[tuple[str, bool, str], ActorQuery, Sequence[int]] | None = None
+    """The last `order`: (sort, reverse, job id), its query, its rows (what a narrower query filters)."""
 
     @classmethod
-    def build(cls, rows: Sequence[ActorView]) -> ActorIndex:
+    def build(
+        cls, rows: Sequence[ActorView], presort: tuple[str, bool] | None = ("state", False)
+    ) -> ActorIndex:
+        """Index ROWS (O(rows); run it off the UI thread). PRESORT: the (column, reverse) the table shows
+        first, sorted here too, so showing it costs the UI thread no sort."""
         rows = tuple(rows)
         states, roles, classes, hosts, jobs, haystacks = [], [], [], [], [], []
+        lower: dict[str, str] = {}  # few distinct roles, classes, hosts: one lower-cased string each
         for view in rows:
             actor = view.actor
-            role = (view.role or "").lower()
-            cls_name = actor.class_name.lower()
-            host = view.host.lower()
+            role = lower.get(view.role or "")
+            if role is None:
+                role = lower[view.role or ""] = (view.role or "").lower()
+            cls_name = lower.get(actor.class_name)
+            if cls_name is None:
+                cls_name = lower[actor.class_name] = actor.class_name.lower()
+            host = lower.get(view.host)
+            if host is None:
+                host = lower[view.host] = view.host.lower()
             states.append(actor.state)
             roles.append(role)
             classes.append(cls_name)
@@ -63,7 +78,7 @@ class ActorIndex:
                 f"{cls_name}|{actor.name.lower()}|{actor.actor_id.lower()}|{actor.repr_name.lower()}"
                 f"|{role}|{host}|{actor.state.lower()}"
             )
-        return cls(
+        index = cls(
             rows=rows,
             states=tuple(states),
             roles=tuple(roles),
@@ -73,50 +88,66 @@ class ActorIndex:
             haystacks=tuple(haystacks),
             positions={view.actor.actor_id: i for i, view in enumerate(rows)},
         )
+        if presort is not None and presort[0] in SORT_COLUMNS:
+            index.sorted_order(*presort)
+        return index
 
     def __len__(self) -> int:
         return len(self.rows)
 
     # -- sort --------------------------------------------------------------------------------------
 
-    def sorted_order(self, column: str, reverse: bool = False) -> Sequence[int]:
-        """Row numbers by COLUMN (ties by actor id, so the order is stable between polls); cached."""
+    def sorted_order(self, column: str, reverse: bool = False) -> list[int]:
+        """Row numbers by COLUMN, ties broken by the next keys and finally by actor id (so the order is
+        the same from one poll to the next); reversed, the exact reverse. Cached per column."""
         if column not in SORT_COLUMNS:
             raise ValueError(f"no column {column!r} (one of {', '.join(SORT_COLUMNS)})")
         cached = self._sorted.get((column, reverse))
+        if cached is not None:
+            return cached
+        if reverse:
+            order = self.sorted_order(column)[::-1]
+        else:
+            # Stable sorts on plain keys, least significant first: several times faster than one
+            # sort on tuple keys (100k rows: about 20 ms instead of 115 ms).
+            order = self._by_id()
+            for keys in self._keys(column):
+                order = sorted(order, key=keys.__getitem__)
+        self._sorted[(column, reverse)] = order
+        return order
+
+    def _by_id(self) -> list[int]:
+        cached = self._sorted.get(("id", False))
         if cached is None:
-            keys = self._keys(column)
-            cached = sorted(range(len(self.rows)), key=keys.__getitem__, reverse=reverse)
-            self._sorted[(column, reverse)] = cached
+            ids = [view.actor.actor_id for view in self.rows]
+            cached = self._sorted[("id", False)] = sorted(range(len(ids)), key=ids.__getitem__)
         return cached
 
-    def _keys(self, column: str) -> list[Any]:
+    def _keys(self, column: str) -> list[list[Any]]:
+        """The sort keys of COLUMN, least significant first (each a list indexed by row number)."""
         rows = self.rows
-        now = self.built_at
-        key: Callable[[ActorView], Any]
+        if column == "id":
+            return []
         if column == "state":
-            key = lambda v: (STATE_ORDER.get(v.actor.state, 5), v.actor.class_name, v.actor.actor_id)  # noqa: E731
-        elif column == "role":
-            key = lambda v: (v.role or "~", v.actor.class_name, v.actor.actor_id)  # noqa: E731
-        elif column == "class":
-            key = lambda v: (v.actor.class_name, v.actor.name, v.actor.actor_id)  # noqa: E731
-        elif column == "name":
-            key = lambda v: (v.actor.name or "~", v.actor.actor_id)  # noqa: E731
-        elif column == "node":
-            key = lambda v: (v.host or "~", v.actor.node_id, v.actor.actor_id)  # noqa: E731
-        elif column == "gpus":
-            key = lambda v: (-v.actor.gpus, v.actor.actor_id)  # noqa: E731
-        elif column == "restarts":
-            key = lambda v: (-v.actor.num_restarts, v.actor.actor_id)  # noqa: E731
-        elif column == "age":
-            key = lambda v: (-(now - v.started) if v.started else 0.0, v.actor.actor_id)  # noqa: E731
-        elif column == "pid":
-            key = lambda v: (v.actor.pid or 0, v.actor.actor_id)  # noqa: E731
-        elif column == "job":
-            key = lambda v: (v.actor.job_id, v.actor.actor_id)  # noqa: E731
-        else:
-            key = lambda v: v.actor.actor_id  # noqa: E731
-        return [key(view) for view in rows]
+            return [[v.actor.class_name for v in rows], [STATE_ORDER.get(v.actor.state, 5) for v in rows]]
+        if column == "role":
+            return [[v.actor.class_name for v in rows], [v.role or "~" for v in rows]]
+        if column == "class":
+            return [[v.actor.name for v in rows], [v.actor.class_name for v in rows]]
+        if column == "name":
+            return [[v.actor.name or "~" for v in rows]]
+        if column == "node":
+            return [[v.actor.node_id for v in rows], [v.host or "~" for v in rows]]
+        if column == "gpus":
+            return [[-v.actor.gpus for v in rows]]
+        if column == "restarts":
+            return [[-v.actor.num_restarts for v in rows]]
+        if column == "age":
+            now = self.built_at
+            return [[-(now - v.started) if v.started else 0.0 for v in rows]]
+        if column == "pid":
+            return [[v.actor.pid or 0 for v in rows]]
+        return [[v.actor.job_id for v in rows]]  # job
 
     # -- filter ------------------------------------------------------------------------------------
 
@@ -128,9 +159,16 @@ class ActorIndex:
         job_ids: Mapping[str, str] | None = None,
     ) -> Sequence[int]:
         """Row numbers matching QUERY, in SORT order. JOB_IDS: submission id -> Ray job id, so that
-        `job:raysubmit_...` (or a profile's submission id) finds the job's actors."""
-        base = self.sorted_order(sort, reverse)
-        picked: Sequence[int] = base
+        `job:raysubmit_...` (or a profile's submission id) finds the job's actors.
+
+        A query that only narrows the last one (a character typed at the end of a word, a term added)
+        filters the last result instead of every row: typing stays cheap as the list shrinks."""
+        job = (job_ids or {}).get(query.job, query.job).lower() if query.job else ""
+        last = self._last
+        if last is not None and last[0] == (sort, reverse, job) and _narrows(query, last[1]):
+            picked: Sequence[int] = last[2]
+        else:
+            picked = self.sorted_order(sort, reverse)
         if query.state:
             states = self.states
             picked = [i for i in picked if states[i] == query.state]
@@ -140,15 +178,22 @@ class ActorIndex:
         if query.class_name:
             classes, wanted = self.classes, query.class_name.lower()
             picked = [i for i in picked if classes[i] == wanted or classes[i].rsplit(".", 1)[-1] == wanted]
-        if query.job:
-            jobs, wanted = self.jobs, (job_ids or {}).get(query.job, query.job).lower()
-            picked = [i for i in picked if jobs[i].startswith(wanted)]
+        if job:
+            jobs = self.jobs
+            picked = [i for i in picked if jobs[i].startswith(job)]
         if query.node:
             hosts, wanted = self.hosts, query.node.lower()
             picked = [i for i in picked if _node_matches(hosts[i], wanted)]
         for word in query.words:
-            haystacks, needle = self.haystacks, word.lower()
-            picked = [i for i in picked if needle in haystacks[i]]
+            needle = word.lower()
+            if len(picked) > len(self.rows) // 4:
+                # Most rows still in: test every row in C (`str.__contains__` mapped), then pick.
+                hit = bytes(map(operator.contains, self.haystacks, repeat(needle)))
+                picked = [i for i in picked if hit[i]]
+            else:
+                haystacks = self.haystacks
+                picked = [i for i in picked if needle in haystacks[i]]
+        self._last = ((sort, reverse, job), query, picked)
         return picked
 
     def position_of(self, actor_id: str, order: Sequence[int]) -> int | None:
@@ -168,6 +213,16 @@ class ActorIndex:
     def role_counts(self, order: Sequence[int] | None = None) -> Counter[str]:
         roles = self.roles
         return Counter(roles[i] or "other" for i in (range(len(roles)) if order is None else order))
+
+
+def _narrows(new: ActorQuery, old: ActorQuery) -> bool:
+    """Whether every row NEW matches also matches OLD: equal exact terms (state, role, class), prefix
+    terms (node, job) extended, and every old word inside some new word (substrings of a match match)."""
+    if (new.state, new.role, new.class_name) != (old.state, old.role, old.class_name):
+        return False
+    if not (new.node.lower().startswith(old.node.lower()) and new.job.lower().startswith(old.job.lower())):
+        return False
+    return all(any(w.lower() in n.lower() for n in new.words) for w in old.words)
 
 
 def _node_matches(hosts: str, wanted: str) -> bool:

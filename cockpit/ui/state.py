@@ -122,6 +122,8 @@ class CockpitState:
     """A node id the Cluster screen puts its cursor on next (`n` on the Actors screen)."""
     actor_query: str = ""
     """The Actors screen's filter text (the feed pushes its server-side terms down when needed)."""
+    actor_sort: tuple[str, bool] = ("state", False)
+    """The Actors screen's sort (column, reversed): the feed sorts each new list so, off the UI thread."""
     actor_table: ActorTable | None = None
     stuck: Stuck = field(default_factory=Stuck)
     shown_needs: frozenset[Need] = frozenset()

@@ -143,3 +143,21 @@ def test_any_filter_is_the_rows_a_plain_reading_keeps(text: str, sort: str, reve
         )
 
     assert set(order) == {i for i, v in enumerate(index.rows) if keeps(v)}
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    texts=st.lists(st.lists(WORDS, max_size=3).map(" ".join), min_size=1, max_size=6),
+    sort=st.sampled_from(SORT_COLUMNS),
+    reverse=st.booleans(),
+)
+def test_typing_on_one_index_gives_what_a_fresh_index_gives(
+    texts: list[str], sort: str, reverse: bool
+) -> None:
+    """Each keystroke may narrow the last result instead of every row; whatever is typed, in whatever
+    order (characters added, deleted, terms changed), the rows are those a fresh index gives."""
+    typed = ActorIndex.build(rows())
+    for text in [t[:n] for t in texts for n in range(len(t) + 1)]:
+        assert list(typed.order(parse_query(text), sort, reverse)) == list(
+            ActorIndex.build(rows(), presort=None).order(parse_query(text), sort, reverse)
+        ), text

@@ -158,7 +158,7 @@ class ActorsFeed:
             client = await self.dashboard()
             listing, report = await fetch_actor_table(client, query, snapshot.nodes, self.rules, everything)
             took = time.monotonic() - started
-            index = await asyncio.to_thread(ActorIndex.build, listing.rows)
+            index = await asyncio.to_thread(ActorIndex.build, listing.rows, state.actor_sort)
         except CockpitError as exc:
             state.stuck.error = str(exc)
             self.app.post_message(StateChanged("actors"))

@@ -316,10 +316,14 @@ class ActorsScreen(CockpitScreen):
 
     def action_sort(self) -> None:
         self.sort = SORT_COLUMNS[(SORT_COLUMNS.index(self.sort) + 1) % len(SORT_COLUMNS)]
-        self.refresh_view()
+        self._sorted()
 
     def action_reverse(self) -> None:
         self.reverse = not self.reverse
+        self._sorted()
+
+    def _sorted(self) -> None:
+        self.state.actor_sort = (self.sort, self.reverse)  # the feed sorts the next list so
         self.refresh_view()
 
     # -- jumps -------------------------------------------------------------------------------------
