@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import platform
 import signal
@@ -57,6 +58,43 @@ class Row:
 
 def ratio(numerator: float, denominator: float) -> float:
     return numerator / denominator if denominator > 0 else float("inf")
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The sample at quantile Q (nearest rank: no interpolation between samples)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def tail(values: list[float]) -> dict[str, float]:
+    """p50, p95, max and the count: how a per-frame or per-operation time spreads."""
+    return {
+        "p50": percentile(values, 0.5),
+        "p95": percentile(values, 0.95),
+        "max": max(values),
+        "n": len(values),
+    }
+
+
+def rss_mib() -> float:
+    """This process's resident memory now (VmRSS), in MiB; NaN where /proc does not say."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def run_child(argv: list[str], timeout: float) -> dict[str, Any]:
+    """Run a benchmark's measured child process (`python bench/X.py --child ...`) and return the JSON
+    object it prints on its last line; raises with the end of its stderr if it failed."""
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=timeout, check=False)
+    if proc.returncode != 0:
+        name = Path(argv[1]).stem if len(argv) > 1 else argv[0]
+        raise RuntimeError(
+            f"{name} child {' '.join(argv[2:])} exited {proc.returncode}: {proc.stderr.strip()[-2000:]}"
+        )
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
 def cluster_token(state_dir: Path) -> str | None:

@@ -24,13 +24,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from common import PYTHON, REPO, Row, ratio
+from common import PYTHON, REPO, Row, ratio, run_child, tail
 
 NAME = "gpu_view"
 SIZE = (200, 50)
@@ -48,20 +47,6 @@ LABELS = {
 SCREEN_VARIANTS = ("list", "list-by-util", "list-filtered", "heatmap")
 TARGET_P95_S = 1 / 60
 """One 60 fps frame."""
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def _summary(values: list[float]) -> dict[str, float]:
-    return {
-        "p50": _percentile(values, 0.5),
-        "p95": _percentile(values, 0.95),
-        "max": max(values),
-        "n": len(values),
-    }
 
 
 def _child(variant: str, rounds: int, tune: bool = True) -> dict[str, Any]:
@@ -98,7 +83,7 @@ def _child(variant: str, rounds: int, tune: bool = True) -> dict[str, Any]:
         board.ingest_actors(synthetic_actors(synthetic_nodes(NODES, GPUS)))
         for step in range(rounds):
             next_fleet(board, step)
-        return {"variant": variant, "cpu": _summary(board_cpu), "wall": _summary(board_cpu)}
+        return {"variant": variant, "cpu": tail(board_cpu), "wall": tail(board_cpu)}
 
     columns = ("node", "gpu", "util", "memory", "power", "temp", "age", "actors")
 
@@ -201,10 +186,10 @@ def _child(variant: str, rounds: int, tune: bool = True) -> dict[str, Any]:
                 "variant": variant,
                 "rows": rows,
                 "tune_gc": tune,
-                "cpu": _summary(cpus),
-                "wall": _summary(walls),
-                "idle_cpu": _summary(idle_cpu),
-                "idle_wall": _summary(idle_wall),
+                "cpu": tail(cpus),
+                "wall": tail(walls),
+                "idle_cpu": tail(idle_cpu),
+                "idle_wall": tail(idle_wall),
             }
 
     return asyncio.run(drive())
@@ -212,17 +197,7 @@ def _child(variant: str, rounds: int, tune: bool = True) -> dict[str, Any]:
 
 def _measure(variant: str, rounds: int, tune: bool = True) -> dict[str, Any]:
     command = [PYTHON, str(REPO / "bench" / "gpu_view.py"), "--child", variant, "--rounds", str(rounds)]
-    proc = subprocess.run(
-        [*command, *([] if tune else ["--no-tune-gc"])],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"gpu_view child {variant} failed: {proc.stderr.strip()[-2000:]}")
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return result
+    return run_child([*command, *([] if tune else ["--no-tune-gc"])], timeout=1800)
 
 
 def run(quick: bool, tune: bool = True) -> tuple[dict[str, Any], list[Row]]:

@@ -26,7 +26,6 @@ import gc
 import json
 import random
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -34,7 +33,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from common import PYTHON, REPO, Row, ratio
+from common import PYTHON, REPO, Row, percentile, ratio, rss_mib, run_child
 
 NAME = "log_ingest"
 RATE = 20_000
@@ -95,19 +94,6 @@ def log_lines(count: int, seed: int = 7) -> list[str]:
 
 
 # -- the measured process -----------------------------------------------------------------------------
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def _rss_mib() -> float:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def _child(widget: str, seconds: float) -> dict[str, Any]:
@@ -232,12 +218,12 @@ def _child(widget: str, seconds: float) -> dict[str, Any]:
                 "window_s": window_end - started,
                 "batch_wait_s": {
                     "p50": statistics.median(app.waits),
-                    "p95": _percentile(app.waits, 0.95),
+                    "p95": percentile(app.waits, 0.95),
                     "max": max(app.waits),
                 },
                 "gap_s": {
                     "p50": statistics.median(gaps),
-                    "p95": _percentile(gaps, 0.95),
+                    "p95": percentile(gaps, 0.95),
                     "max": max(gaps),
                     "n": len(gaps),
                     "over_100ms": sum(1 for g in gaps if g > INTERVAL + TARGET_STALL_S),
@@ -250,7 +236,7 @@ def _child(widget: str, seconds: float) -> dict[str, Any]:
                 },
                 "cpu_s": cpu,
                 "cpu_percent_of_one_core": 100 * cpu / cpu_wall,
-                "rss_mib_end": _rss_mib(),
+                "rss_mib_end": rss_mib(),
                 "newest_line_on_screen": bool(shown) and shown[-1] == strip_ansi(newest).rstrip(),
                 "last_rows": shown[-2:],
             }
@@ -262,19 +248,8 @@ def _child(widget: str, seconds: float) -> dict[str, Any]:
 
 
 def _measure(widget: str, seconds: float) -> dict[str, Any]:
-    proc = subprocess.run(
-        [PYTHON, str(REPO / "bench" / "log_ingest.py"), "--child", widget, "--seconds", str(seconds)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=seconds + 120,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(
-            f"log_ingest child {widget} exited {proc.returncode}: {proc.stderr.strip()[-800:]}"
-        )
-    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+    command = [PYTHON, str(REPO / "bench" / "log_ingest.py"), "--child", widget, "--seconds", str(seconds)]
+    return run_child(command, timeout=seconds + 120)
 
 
 def run(quick: bool) -> tuple[dict[str, Any], list[Row]]:

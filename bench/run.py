@@ -22,6 +22,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import actor_table
 import cluster_status
 import gpu_view
 import idle_cpu
@@ -33,7 +34,7 @@ from common import REPO, Row, describe, end_processes, load_average, machine, pi
 from cockpit.core.local import processes
 
 NODES, GPUS_PER_NODE = 3, 2
-BENCHES = ("startup", "cluster_status", "tunnel", "idle_cpu", "log_ingest", "gpu_view")
+BENCHES = ("startup", "cluster_status", "tunnel", "idle_cpu", "log_ingest", "gpu_view", "actor_table")
 CLUSTER_BENCHES = {"cluster_status", "tunnel", "idle_cpu"}
 """Those that run on the local cluster; the tunnel benchmark alone needs only 1 node."""
 RESULTS = REPO / "bench" / "results"
@@ -119,6 +120,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "gpu_view" in args.only:  # needs no cluster
         _say("gpu_view ...")
         results["gpu_view"], new = gpu_view.run(args.quick)
+        rows += new
+    if "actor_table" in args.only:  # needs no cluster
+        _say("actor_table ...")
+        results["actor_table"], new = actor_table.run(args.quick)
         rows += new
     if CLUSTER_BENCHES & set(args.only):
         _with_cluster(args.only, args.quick, results, rows)
