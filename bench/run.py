@@ -1,11 +1,12 @@
 """Provides the benchmark runner: `python bench/run.py [--quick] [--only NAME ...]`.
 
 Runs the start-up benchmark first (it needs no cluster), then starts ONE real local Ray cluster
-(3 nodes x 2 logical GPUs, remembered in a private temp directory; 1 node when the SSH-tunnel benchmark
-is the only one that needs it) for the cluster-status, SSH-tunnel and idle-CPU benchmarks, and stops it
-in a `finally`, also on Ctrl-C or SIGTERM; any process of that cluster that `down` missed (found by the
-files it holds under the cluster's private directory) is recorded and ended by pid. Prints a table and
-writes every sample to bench/results/YYYYmmdd-HHMMSS.json. Times are only compared within one run.
+(3 nodes x 2 logical GPUs, remembered in a private temp directory; 1 node when only the SSH-tunnel or
+actor-list benchmarks need it) for the cluster-status, SSH-tunnel, idle-CPU and actor-list head-cost
+benchmarks, and stops it in a `finally`, also on Ctrl-C or SIGTERM; any process of that cluster that
+`down` missed (found by the files it holds under the cluster's private directory) is recorded and ended
+by pid. Prints a table and writes every sample to bench/results/YYYYmmdd-HHMMSS.json. Times are only
+compared within one run.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import actor_list_head
 import actor_table
 import cluster_status
 import gpu_view
@@ -34,8 +36,17 @@ from common import REPO, Row, describe, end_processes, load_average, machine, pi
 from cockpit.core.local import processes
 
 NODES, GPUS_PER_NODE = 3, 2
-BENCHES = ("startup", "cluster_status", "tunnel", "idle_cpu", "log_ingest", "gpu_view", "actor_table")
-CLUSTER_BENCHES = {"cluster_status", "tunnel", "idle_cpu"}
+BENCHES = (
+    "startup",
+    "cluster_status",
+    "tunnel",
+    "idle_cpu",
+    "actor_list_head",
+    "log_ingest",
+    "gpu_view",
+    "actor_table",
+)
+CLUSTER_BENCHES = {"cluster_status", "tunnel", "idle_cpu", "actor_list_head"}
 """Those that run on the local cluster; the tunnel benchmark alone needs only 1 node."""
 RESULTS = REPO / "bench" / "results"
 
@@ -70,6 +81,10 @@ def _with_cluster(selected: Sequence[str], quick: bool, results: dict[str, Any],
         if "idle_cpu" in selected:
             _say("idle_cpu ...")
             results["idle_cpu"], new = idle_cpu.run(state_dir, nodes, quick)
+            rows += new
+        if "actor_list_head" in selected:  # last: its 10,000 actors stay in the head's table
+            _say("actor_list_head ...")
+            results["actor_list_head"], new = actor_list_head.run(cluster, state_dir, quick)
             rows += new
     finally:
         _say("stopping the local cluster")
