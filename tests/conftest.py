@@ -57,3 +57,16 @@ def demo_job(ray_cluster: ClusterHandle) -> str:
             raise AssertionError("the demo job's 8 actors did not come up within 60 s")
 
     return asyncio.run(submit())
+
+
+@pytest.fixture(autouse=True, scope="session")
+def no_user_role_table(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The tests see the built-in roles, whatever role table the person running them keeps in their
+    config directory (tests that want one point COCKPIT_ROLES at their own)."""
+    previous = os.environ.get("COCKPIT_ROLES")
+    os.environ["COCKPIT_ROLES"] = str(tmp_path_factory.mktemp("no-roles") / "roles.yaml")
+    yield
+    if previous is None:
+        os.environ.pop("COCKPIT_ROLES", None)
+    else:
+        os.environ["COCKPIT_ROLES"] = previous

@@ -58,6 +58,11 @@ def actors(args: argparse.Namespace) -> int:
     if query.problems:
         raise CockpitError(f"{query.problems[0]}.")
     target = parse_target(args.target)
+    from cockpit.core.roles import load_role_rules
+
+    rules, problem = load_role_rules()
+    if problem:
+        err(problem)
 
     async def run() -> int:
         async with open_dashboard(target, connect_options(args)) as client:
@@ -65,7 +70,7 @@ def actors(args: argparse.Namespace) -> int:
                 report = await fetch_pending(client, limit=args.limit)
                 print_pending(report, args.json)
                 return EXIT_STUCK if report.stuck else EXIT_OK
-            listed = await list_actors(client, query, limit=args.limit)
+            listed = await list_actors(client, query, limit=args.limit, rules=rules)
         print_actors(listed, args.json)
         return EXIT_OK
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
 from cockpit.core.gpu_history import UtilHistory
-from cockpit.core.roles import role_of
+from cockpit.core.roles import DEFAULT_RULES, RoleRules
 from cockpit.core.snapshots import NA, ActorRow, GpuSample, Metric, NodeSnapshot
 
 IDLE_BELOW = 5.0
@@ -231,6 +231,8 @@ class GpuBoard:
         self._local_time = 0.0
         self._actors: tuple[tuple[str, ActorRef], ...] = ()
         """Alive actors with their node ids (roles worked out once per actor poll, not per build)."""
+        self.rules: RoleRules = DEFAULT_RULES
+        """How actors get their role (the user's role table on top of the built-in one)."""
         self._agent: dict[str, _AgentReading] = {}
         """Newest high-resolution reading per node id (times on the node's clock)."""
         self._fleet: GpuFleet | None = None
@@ -293,7 +295,7 @@ class GpuBoard:
                 actor_id=actor.actor_id,
                 class_name=actor.class_name,
                 name=actor.name,
-                role=role_of(actor.class_name, actor.name),
+                role=self.rules.role(actor.class_name, actor.name) or "",
                 pid=actor.pid,
                 gpus=actor.gpus,
             ))

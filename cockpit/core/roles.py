@@ -3,16 +3,19 @@
 The frameworks name their workers after what they do. A built-in table maps the real class names of verl,
 NeMo RL, RLinf, OpenRLHF, RLlib and the demo to a role; after it come patterns on the class name, then on
 the actor's name (verl's colocated `WorkerDict` says nothing in its class, and the user's own names often
-do). `role_rules(extra)` adds the user's own {class-or-glob: role} mappings, which win over the built-ins.
-An actor no rule matches has no role (None): the UI shows its class instead.
+do). `role_rules(extra)` adds the user's own {class-or-glob: role} mappings, which win over the built-ins;
+`load_role_rules()` reads them from `roles.yaml` in the user's config directory. An actor no rule
+matches has no role (None): the UI shows its class instead.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 ROLES = (
     "hybrid",
@@ -174,3 +177,58 @@ DEFAULT_RULES = role_rules()
 def role_of(class_name: str, name: str = "") -> str:
     """The role of an actor from its class and its name ("" when neither says), with the built-in rules."""
     return DEFAULT_RULES.role(class_name, name) or ""
+
+
+ROLES_ENV = "COCKPIT_ROLES"
+MAX_ROLE = 40
+MAX_KEY = 200
+
+
+def user_roles_path() -> Path:
+    """Where the user's role additions are: $COCKPIT_ROLES, else `ray-cockpit/roles.yaml` in the config
+    directory ($XDG_CONFIG_HOME or ~/.config)."""
+    chosen = os.environ.get(ROLES_ENV)
+    if chosen:
+        return Path(chosen).expanduser()
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "ray-cockpit" / "roles.yaml"
+
+
+def load_role_rules(path: Path | None = None) -> tuple[RoleRules, str | None]:
+    """The built-in rules plus the user's mappings from PATH (default `user_roles_path()`): a YAML
+    mapping of exact class name or glob to role, e.g. `MyRolloutEngine: rollout` or `"*Judge*": reward`.
+
+    Never raises: no file gives the built-ins; a file that cannot be used gives the built-ins and one
+    line "FILE:LINE: why" to show (a role table is a convenience, never a reason not to start).
+    """
+    from cockpit.core.profile_file import ProfileError, read_yaml
+
+    path = path or user_roles_path()
+    if not path.exists():
+        return DEFAULT_RULES, None
+    try:
+        node, value = read_yaml(path)
+    except ProfileError as exc:
+        return DEFAULT_RULES, f"{str(exc).rstrip('.')} (role table ignored: built-in roles used)"
+    if value is None:
+        return DEFAULT_RULES, None
+    if not isinstance(value, Mapping):
+        return _ignored(path, 1, "expected a mapping of class name or glob to role")
+    lines = {
+        str(key.value): key.start_mark.line + 1
+        for key, _ in (node.value if node is not None and isinstance(node.value, list) else [])
+        if hasattr(key, "value") and hasattr(key, "start_mark")
+    }
+    extra: dict[str, str] = {}
+    for key, role in value.items():
+        line = lines.get(str(key), 1)
+        if not isinstance(key, str) or not key.strip() or len(key) > MAX_KEY:
+            return _ignored(path, line, f"a class name or glob of 1 to {MAX_KEY} characters is needed")
+        if not isinstance(role, str) or not role.strip() or len(role) > MAX_ROLE or not role.isprintable():
+            why = f"the role of {key!r} must be a word of 1 to {MAX_ROLE} characters (e.g. rollout, policy)"
+            return _ignored(path, line, why)
+        extra[key.strip()] = role.strip().lower()
+    return role_rules(extra), None
+
+
+def _ignored(path: Path, line: int, why: str) -> tuple[RoleRules, str]:
+    return DEFAULT_RULES, f"{path}:{line}: {why} (role table ignored: built-in roles used)"

@@ -23,6 +23,7 @@ from textual.worker import Worker, WorkerState
 from cockpit.core.connection import Connection, ConnectOptions
 from cockpit.core.layouts import load_layout
 from cockpit.core.ray_api import DashboardClient
+from cockpit.core.roles import load_role_rules
 from cockpit.core.targets import Target
 from cockpit.ui.feeds.actors import ActorsFeed
 from cockpit.ui.feeds.cluster import ClusterFeed
@@ -119,7 +120,9 @@ class CockpitApp(App[int]):
         self.gpu_feed = GpuFeed(self, self.state)
         self.cluster_feed = ClusterFeed(self, self.state, options, self.gpu_feed)
         self.high_res = HighResFeed(self, self.state, self.gpu_feed, self.cluster_feed.connection)
-        self.actors_feed = ActorsFeed(self, self.state, self.cluster_feed.dashboard)
+        rules, self._roles_problem = load_role_rules()
+        self.state.gpu_board.rules = rules
+        self.actors_feed = ActorsFeed(self, self.state, self.cluster_feed.dashboard, rules)
         self._signals: dict[int, Any] = {}
         """Handlers replaced while the app runs (SIGHUP, SIGTERM), put back when it ends."""
         self._job_control = {sig: signal.getsignal(sig) for sig in JOB_CONTROL}
@@ -141,6 +144,8 @@ class CockpitApp(App[int]):
         self.title = f"ray-cockpit · {self.state.target.raw}"
         self._catch_signals()
         await self.switch_mode(FIRST)
+        if self._roles_problem:  # the file's path and line, and what is wrong: as text
+            self.notify(clean(self._roles_problem), severity="warning", timeout=15, markup=False)
         tune_gc()
         if not self.offline:
             self.cluster_feed.start()

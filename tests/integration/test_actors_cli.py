@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,30 @@ def test_every_demo_actor_is_listed_with_its_role_and_node(demo_job: str, ray_cl
     assert lines[0].split()[:5] == ["ID", "CLASS", "NAME", "ROLE", "STATE"]
     rollouts = [line for line in lines[1:-1] if "RolloutWorker" in line and " rollout " in line]
     assert len(rollouts) >= 4 and lines[-1].endswith("actors")
+
+
+def test_a_user_role_table_names_the_roles(demo_job: str, tmp_path: Path) -> None:
+    """`roles.yaml` (here through COCKPIT_ROLES) adds and overrides roles; a broken one is one line on
+    stderr and the built-in roles still apply."""
+    table = tmp_path / "roles.yaml"
+    table.write_text('Critic: judge\n"Rollout*": sampler\n')
+    result = cockpit(
+        "actors", "local", "--json", "--job", demo_job, env={**os.environ, "COCKPIT_ROLES": str(table)}
+    )
+    assert result.returncode == 0, result.stderr
+    roles = {a["class_name"]: a["role"] for a in json.loads(result.stdout)["actors"]}
+    assert (
+        roles["Critic"] == "judge"
+        and roles["RolloutWorker"] == "sampler"
+        and roles["PolicyTrainer"] == "policy"
+    )
+    table.write_text("Critic: [judge]\n")
+    broken = cockpit(
+        "actors", "local", "--json", "--job", demo_job, env={**os.environ, "COCKPIT_ROLES": str(table)}
+    )
+    assert broken.returncode == 0
+    assert f"{table}:1: the role of 'Critic'" in broken.stderr and len(broken.stderr.splitlines()) == 1
+    assert {a["class_name"]: a["role"] for a in json.loads(broken.stdout)["actors"]}["Critic"] == "critic"
 
 
 def test_job_by_submission_id_is_the_demo_jobs_actors(demo_job: str) -> None:

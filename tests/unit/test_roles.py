@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from cockpit.core.roles import BUILTIN_CLASSES, DEFAULT_RULES, ROLES, role_of, role_rules
+from cockpit.core.roles import BUILTIN_CLASSES, DEFAULT_RULES, ROLES, load_role_rules, role_of, role_rules
 
 
 @pytest.mark.parametrize(
@@ -79,3 +81,42 @@ def test_user_mappings_win_exact_then_globs() -> None:
     assert rules.role("CriticWorker") == "value"
     assert rules.role("RewardModelWorker") == "reward"  # built-ins still apply
     assert DEFAULT_RULES.role("Counter") is None  # the defaults are untouched
+
+
+def test_a_user_role_table_adds_classes_and_globs_over_the_built_ins(tmp_path: Path) -> None:
+    table = tmp_path / "roles.yaml"
+    table.write_text('MyRolloutEngine: rollout\n"*Judge*": Reward\nCritic: judge\n')
+    rules, problem = load_role_rules(table)
+    assert problem is None
+    assert rules.role("MyRolloutEngine") == "rollout"
+    assert rules.role("pkg.mod.LLMJudgeWorker") == "reward"  # a glob, lower-cased role
+    assert rules.role("Critic") == "judge"  # the user's word wins over the built-in table
+    assert rules.role("PolicyTrainer") == "policy"  # the built-ins still apply
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "why"),
+    [
+        ("a: [b\n", 2, "not valid YAML"),  # the reader names where the stream ended
+        ("- rollout\n", 1, "expected a mapping"),
+        ("Good: rollout\nBad: [1, 2]\n", 2, "the role of 'Bad' must be a word"),
+        ("Good: rollout\n'': policy\n", 2, "a class name or glob"),
+        ('Fine: rollout\nEvil: "x\\u0007y"\n', 2, "the role of 'Evil' must be a word"),
+    ],
+)
+def test_a_broken_role_table_is_one_line_and_the_built_ins_stay(
+    tmp_path: Path, text: str, line: int, why: str
+) -> None:
+    table = tmp_path / "roles.yaml"
+    table.write_text(text)
+    rules, problem = load_role_rules(table)
+    assert rules is DEFAULT_RULES
+    assert problem is not None and "\n" not in problem
+    assert problem.startswith(f"{table}:{line}:") and why in problem and "built-in roles used" in problem
+
+
+def test_no_role_table_is_the_built_ins_without_a_word(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COCKPIT_ROLES", str(tmp_path / "absent.yaml"))
+    assert load_role_rules() == (DEFAULT_RULES, None)
