@@ -144,7 +144,8 @@ class ActorIndex:
             return [[-v.actor.num_restarts for v in rows]]
         if column == "age":
             now = self.built_at
-            return [[-(now - v.started) if v.started else 0.0 for v in rows]]
+            started = [v.started or v.actor.start_time for v in rows]  # what the Age column shows
+            return [[-(now - t) if t else 0.0 for t in started]]
         if column == "pid":
             return [[v.actor.pid or 0 for v in rows]]
         return [[v.actor.job_id for v in rows]]  # job

@@ -12,6 +12,7 @@ import re
 import time
 from dataclasses import replace
 
+from rich.cells import cell_len
 from rich.console import Console
 
 from cockpit.core import parse
@@ -84,12 +85,13 @@ def fixture_actors(state: CockpitState, hostile: bool = False) -> list[ActorRow]
             else "",
         ),
         ActorRow(
-            actor_id="be" + "ef" * 15,
+            # Ids are the cluster's text too: a hostile cluster's ids carry escapes and controls.
+            actor_id="\x1b]0;x\x07\x1b[2Jbeef" + "ef" * 12 if hostile else "be" + "ef" * 15,
             class_name="HugeLearner",
             name="learner",
             state="PENDING_CREATION",
             job_id="03000000",
-            node_id="",
+            node_id="\x9b2J\x1b[31m" + "0" * 48 if hostile else "",
             pid=None,
             num_restarts=0,
             required_resources={"GPU": 8.0},
@@ -169,7 +171,7 @@ async def test_filter_sort_and_details_on_fixture_rows() -> None:
         await pilot.pause()
         # The stuck and restarting first, the dead last (state order).
         assert table.current() is not None and table.current().actor.state == "PENDING_CREATION"
-        await pilot.press("slash", *"role:rollout", "enter")
+        await pilot.press("slash", *"role:rollout", "enter", "home")
         await pilot.pause()
         roles = {table.index.rows[i].role for i in table.order} if table.index else set()
         assert roles == {"rollout"} and len(table.order) == 5  # four alive and the dead one
@@ -211,7 +213,14 @@ async def test_hostile_actor_text_shows_as_text_and_secrets_stay_masked() -> Non
         await pilot.pause()
         shown = shown_text(app)
         assert controls(shown) == []
-        assert "w[/0]" in shown or "Rollout[/data/a.parquet]" in shown
+        assert "w[/0][/data/a.parquet" in shown  # the name, markup as typed
+        # Wide characters (中文🚀, in the hostile class) take two cells: the columns after them still line
+        # up with the header.
+        header, *lines = screen.query_one(ActorTableView).text_lines()
+        hostile_row = next(line for line in lines if "中文" in line)
+        assert cell_len(hostile_row[: hostile_row.index(" DEAD ")]) == cell_len(
+            header[: header.index(" State ")]
+        )
         await pilot.press("S", "home")  # the dead first
         await pilot.pause()
         table = screen.query_one(ActorTableView)

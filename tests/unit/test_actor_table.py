@@ -111,7 +111,8 @@ def test_real_rows_from_the_captured_sample(samples_dir: Path) -> None:
     assert index.order(parse_query("role:driver"))  # the JobSupervisor
 
 
-WORDS = st.text(alphabet="abcdefgilnorstuvwxyz_0123456789:", min_size=0, max_size=12)
+WORDS = st.text(alphabet="abcdefgijlnoprstuvwxyzABDGJR_-.0123456789:", min_size=0, max_size=12)
+"""Enough to spell every key (`job:`, `node:gpu-a1`, `class:pkg.Critic`), in any case."""
 
 
 @settings(max_examples=200, deadline=None)

@@ -46,6 +46,8 @@ WATCH_SECONDS = 15.0
 """How often the stuck watch asks while a job is active and the Actors screen is not shown."""
 LIST_LIMIT = MAX_LIMIT
 WAIT_FOR_NODES_SECONDS = 0.5
+QUERY_PAUSE_SECONDS = 0.3
+"""A changed filter that needs a new list is sent once the typing pauses this long."""
 
 
 def server_part(query: ActorQuery) -> ActorQuery:
@@ -105,27 +107,34 @@ class ActorsFeed:
         self._timer: Timer | None = None
         self._fetched: ActorQuery | None = None
         """The server-side part of the query the shown list was fetched with."""
+        self._asking: ActorQuery | None = None
+        """The server-side query of the fetch in flight (None: none is)."""
+        self._due = 0.0
+        """When the next fetch is due (monotonic): coming back to the screen sooner does not refetch."""
         self._busy = False
 
     # -- the list (Actors screen shown) -------------------------------------------------------------
 
     @property
     def listing(self) -> bool:
-        """Whether the next fetch of the list is due (only while the Actors screen is shown)."""
-        return self._timer is not None
+        """Whether a fetch of the list is due or under way (only while the Actors screen is shown)."""
+        return self._timer is not None or self._asking is not None
 
     def shown(self) -> None:
-        """A screen came into view: fetch now if it shows the list (and stop when none does)."""
+        """A screen came into view: fetch if it shows the list and the last list is older than the
+        cadence allows (else when it is due); stop when no shown screen needs the list."""
         if self.state.needs("actor_list"):
-            self.fetch_now()
+            if self._asking is None:
+                self._arm(max(0.0, self._due - time.monotonic()) if self.state.actor_table else 0.0)
         elif self._timer is not None:
             self._timer.stop()
             self._timer = None
 
     def query_changed(self) -> None:
-        """The filter changed: refetch if the dashboard must now be asked differently."""
-        if self.state.needs("actor_list") and self._wanted() != self._fetched:
-            self.fetch_now()
+        """The filter changed: refetch (after a short pause in the typing) if the dashboard must now be
+        asked differently than the list on screen, or the one on its way, was."""
+        if self.state.needs("actor_list") and self._wanted() != (self._asking or self._fetched):
+            self._arm(QUERY_PAUSE_SECONDS)
 
     def _wanted(self) -> ActorQuery:
         """Everything while everything fits in the list (filters are applied here); once it does not,
@@ -136,24 +145,38 @@ class ActorsFeed:
         return server_part(parse_query(self.state.actor_query))
 
     def fetch_now(self) -> None:
+        self._arm(0.0)
+
+    def _arm(self, delay: float) -> None:
+        """The next fetch in DELAY seconds (the one armed timer, replaced)."""
         if self._timer is not None:
             self._timer.stop()
             self._timer = None
-        start_worker(self.app, self._fetch, group="actor-list", description="Listing actors")
+        if delay <= 0:
+            start_worker(self.app, self._fetch, group="actor-list", description="Listing actors")
+        else:
+            self._timer = self.app.set_timer(delay, self.fetch_now, name="actor-list")
 
     async def _fetch(self) -> None:
         state = self.state
         if not state.needs("actor_list"):
             return
         snapshot = state.snapshot
-        if snapshot is None:  # the first poll brings the node table with host names: wait for it
-            self._timer = self.app.set_timer(WAIT_FOR_NODES_SECONDS, self.fetch_now, name="actor-list")
+        if snapshot is None or state.connection.phase != "connected":
+            # Nothing to ask yet (the first poll brings the host names), or the cluster poll is failing:
+            # it owns the connection and its retries (a refused key is not retried from here).
+            self._arm(WAIT_FOR_NODES_SECONDS if snapshot is None else LIST_SECONDS)
             return
         started = time.monotonic()
         query = self._wanted()
-        delay = LIST_SECONDS
         table = state.actor_table
-        everything = query == ActorQuery() and table is not None and table.listing.complete
+        everything = (
+            query == ActorQuery()
+            and self._fetched == ActorQuery()
+            and table is not None
+            and table.listing.complete
+        )
+        self._asking = query
         try:
             client = await self.dashboard()
             listing, report = await fetch_actor_table(client, query, snapshot.nodes, self.rules, everything)
@@ -162,6 +185,7 @@ class ActorsFeed:
         except CockpitError as exc:
             state.stuck.error = str(exc)
             self.app.post_message(StateChanged("actors"))
+            delay, again = LIST_SECONDS, False
         else:
             self._fetched = query
             state.actor_table = ActorTable(
@@ -177,15 +201,19 @@ class ActorsFeed:
                 topics.append("pending")
             self.app.post_message(StateChanged(*topics))
             delay = max(LIST_SECONDS, HEAD_SHARE * took)
+            again = self._wanted() != query  # the filter changed meanwhile: ask again now
+        finally:
+            self._asking = None
+        self._due = time.monotonic() + delay
         if state.needs("actor_list"):
-            self._timer = self.app.set_timer(delay, self.fetch_now, name="actor-list")
+            self._arm(0.0 if again else delay)
 
     # -- the stuck watch (a job active, the screen not shown) ---------------------------------------
 
     def watch(self) -> None:
         """After each cluster poll: check what is stuck if a job is active and it is time."""
         state = self.state
-        if state.needs("actor_list") or self._busy:
+        if state.needs("actor_list") or self._busy or state.connection.phase != "connected":
             return
         snapshot = state.snapshot
         active = snapshot is not None and any(job.status in ("PENDING", "RUNNING") for job in snapshot.jobs)

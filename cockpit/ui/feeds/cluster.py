@@ -50,6 +50,7 @@ class ClusterFeed:
         self.options = options
         self.gpus = gpus
         self._connection: Connection | None = None
+        self._connecting = asyncio.Lock()
         self._stack = AsyncExitStack()
         """Owns the open connection alone, so a dead one can be closed and opened afresh (`r`)."""
         self._polls = 0
@@ -64,7 +65,12 @@ class ClusterFeed:
     # -- the connection ------------------------------------------------------------------------
 
     async def connection(self) -> Connection:
-        """The open connection (connecting on first use): the dashboard client and the SSH link."""
+        """The open connection (connecting on first use): the dashboard client and the SSH link. One
+        at a time: two workers asking together (the poll and a screen's action) share one connection."""
+        async with self._connecting:
+            return await self._connect()
+
+    async def _connect(self) -> Connection:
         if self._connection is None:
             self._connection = await self._stack.enter_async_context(
                 open_connection(self.state.target, self.options)

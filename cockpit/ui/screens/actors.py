@@ -10,6 +10,7 @@ have free. Enter opens an actor's details; `l`, `g` and `n` open its log, its GP
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
 from collections import Counter, defaultdict
@@ -87,7 +88,8 @@ class ActorsScreen(CockpitScreen):
         self._gpu_map: tuple[int, GpuMap, dict[str, str]] = (-1, {}, {})
         """(fleet generation, (IP, pid) -> GPUs, node id -> IP)."""
         self._placement_groups: dict[str, PlacementGroupRow | None] = {}
-        """Placement groups looked up for the details pane (None: not found)."""
+        """Placement groups looked up for the details pane (None: not found), for one list."""
+        self._pg_table: ActorTable | None = None
 
     def compose_body(self) -> ComposeResult:
         yield TextLine("listing actors…", id="actor-counts")
@@ -126,6 +128,8 @@ class ActorsScreen(CockpitScreen):
                 plain(f"listing actors failed: {error}", "bold red") if error else Text("listing actors…")
             )
             return
+        if table is not self._pg_table:  # a new list: placement groups may have changed too
+            self._pg_table, self._placement_groups = table, {}
         query = parse_query(self.state.actor_query)
         snapshot = self.state.snapshot
         job_ids = {j.submission_id: j.job_id for j in snapshot.jobs if j.submission_id} if snapshot else {}
@@ -255,7 +259,7 @@ class ActorsScreen(CockpitScreen):
                 functools.partial(self._fetch_pg, pg_id),
                 group="actor-pg",
                 description="Looking up a placement group",
-                exclusive=False,
+                exclusive=True,  # the cursor moved on: only the last actor's group is worth asking for
             )
         _, gpus, ip_of = self._gpus()
         held = gpus.get((ip_of.get(actor.node_id, ""), actor.pid or -1), ()) if actor.pid else ()
@@ -272,6 +276,13 @@ class ActorsScreen(CockpitScreen):
         pane.update(text)
 
     async def _fetch_pg(self, pg_id: str) -> None:
+        try:
+            await self._look_up_pg(pg_id)
+        except asyncio.CancelledError:
+            self._placement_groups.pop(pg_id, None)  # the cursor moved on: asked again when shown again
+            raise
+
+    async def _look_up_pg(self, pg_id: str) -> None:
         try:
             client = await self.host.dashboard()
             listing = await client.placement_groups(filters=[("placement_group_id", "=", pg_id)], limit=1)

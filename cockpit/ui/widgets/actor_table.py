@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
+from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
 from rich.style import Style
 from textual.binding import Binding, BindingType
@@ -90,9 +91,18 @@ def age_cell(view: ActorView, now: float) -> str:
 
 
 def fit(text: str, width: int, right: bool = False) -> str:
-    if len(text) > width:
-        return text[: max(0, width - 1)] + "…"
-    return text.rjust(width) if right else text.ljust(width)
+    """TEXT in exactly WIDTH terminal cells (wide characters count two), cut with "…" when longer."""
+    cells = cell_len(text)
+    if cells > width:
+        return set_cell_size(text, max(0, width - 1)) + "…" if width else ""
+    pad = " " * (width - cells)
+    return pad + text if right else text + pad
+
+
+def shown(value: str, width: int) -> str:
+    """Cluster text for a cell of WIDTH: cut first (a 7 MB death cause is not cleaned whole on every
+    redraw), then cleaned (no escape or control character reaches the terminal)."""
+    return clean(value[: width + 64])
 
 
 class ActorTableView(ScrollView, can_focus=True):
@@ -199,9 +209,12 @@ class ActorTableView(ScrollView, can_focus=True):
         """Every line as plain text, header first (for tests and copy-out)."""
         width = max(self.size.width, 80)
         cols = columns_for(width)
-        lines = [self._draw(None, cols, width, False).text]
+        lines = [self._draw(None, cols, width, False).crop_extend(0, width, None).text]
         if self.index is not None:
-            lines += [self._draw(p, cols, width, False).text for p in range(len(self.order))]
+            lines += [
+                self._draw(p, cols, width, False).crop_extend(0, width, None).text
+                for p in range(len(self.order))
+            ]
         if not self.order:
             lines.append("  " + self.empty_text)
         return lines
@@ -215,9 +228,13 @@ class ActorTableView(ScrollView, can_focus=True):
 
     # -- cursor ------------------------------------------------------------------------------------
 
-    def _cursor_changed(self, scroll: bool = True) -> None:
+    def _cursor_changed(self, scroll: bool = True, chosen: bool = False) -> None:
+        """The cursor moved. CHOSEN: by the user, so its actor is the one to follow from now on; a
+        refresh or a filter that hides the actor moves the cursor but keeps following it, so it comes
+        back to it when it is shown again (a character typed and deleted, a poll that missed it)."""
         view = self.current()
-        self.selected = view.actor.actor_id if view is not None else None
+        if chosen or self.selected is None:
+            self.selected = view.actor.actor_id if view is not None else None
         if scroll:
             self._scroll_to_cursor()
         self.post_message(self.CursorMoved(self, view))
@@ -234,7 +251,7 @@ class ActorTableView(ScrollView, can_focus=True):
         if not self.order:
             return
         self.cursor = max(0, min(position, len(self.order) - 1))
-        self._cursor_changed()
+        self._cursor_changed(chosen=True)
         self.refresh()
 
     def action_move(self, delta: int) -> None:
@@ -316,20 +333,20 @@ class ActorTableView(ScrollView, can_focus=True):
             w = col.width or max(0, width - _fixed(cols))
             style = plain
             if col.key == "id":
-                text = actor.actor_id[:8]
+                text = shown(actor.actor_id[:8], w)
             elif col.key == "class":
-                text = clean(actor.class_name.rsplit(".", 1)[-1])
+                text = shown(actor.class_name[-(w + 64) :].rsplit(".", 1)[-1], w)
             elif col.key == "name":
-                text = clean(actor.name or actor.repr_name)
+                text = shown(actor.name or actor.repr_name, w)
             elif col.key == "role":
-                text = clean(view.role) if view.role else "-"
+                text = shown(view.role, w) if view.role else "-"
                 style = plain if view.role else self._style("muted")
             elif col.key == "state":
                 text = actor.state if col.width >= 20 else SHORT_STATES.get(actor.state, actor.state)
-                text = clean(text)
+                text = shown(text, w)
                 style = state_style
             elif col.key == "node":
-                text = clean(view.host) if view.host else (actor.node_id[:8] or "-")
+                text = shown(view.host, w) if view.host else (shown(actor.node_id[:8], w) or "-")
             elif col.key == "pid":
                 text = str(actor.pid) if actor.pid else ""
             elif col.key == "gpus":
@@ -338,11 +355,11 @@ class ActorTableView(ScrollView, can_focus=True):
                 text = str(actor.num_restarts) if actor.num_restarts else ""
                 style = self._style("pending") if actor.num_restarts else plain
             elif col.key == "job":
-                text = clean(actor.job_id)
+                text = shown(actor.job_id, w)
             elif col.key == "age":
                 text = age_cell(view, self._now)
             else:  # death cause
-                text = clean(actor.death_cause) if actor.state == "DEAD" else ""
+                text = shown(actor.death_cause, w) if actor.state == "DEAD" else ""
                 style = self._style("dead")
             segments.append(Segment(fit(text, w, col.right), style))
             segments.append(Segment(" ", plain))
