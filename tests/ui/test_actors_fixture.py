@@ -14,6 +14,8 @@ from dataclasses import replace
 
 from rich.cells import cell_len
 from rich.console import Console
+from textual import events
+from textual.widgets import Input
 
 from cockpit.core import parse
 from cockpit.core.actor_table import ActorIndex
@@ -24,6 +26,8 @@ from cockpit.core.snapshots import ActorRow, ActorSummary, Listing, ListMeta
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.feeds.actors import role_counts
 from cockpit.ui.screens.actors import ActorsScreen
+from cockpit.ui.screens.gpus import GpuScreen
+from cockpit.ui.screens.logs import LogsScreen
 from cockpit.ui.state import ActorTable, CockpitState
 from cockpit.ui.widgets.actor_table import ActorTableView
 from cockpit.ui.widgets.status_bar import StatusBar
@@ -243,3 +247,52 @@ async def test_status_bar_warns_on_every_screen_once_something_is_stuck_a_minute
         app.screen.query_one(StatusBar).show(state, "1 Cluster")
         await pilot.pause()
         assert "not running" not in str(app.screen.query_one(StatusBar).render())
+
+
+async def test_keys_typed_in_one_burst_after_slash_go_to_the_filter() -> None:
+    """A fast typist or a paste: `/role` arrives in one read, before the filter has focus. The `l` must
+    be typed into the filter, not jump to the Logs screen."""
+    state = with_actors(fixture_state())
+    app = CockpitApp(state.target, state=state, offline=True)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.press("3")
+        await pilot.pause()
+        burst(app, "/role")
+        await pilot.pause()
+        assert isinstance(app.screen, ActorsScreen)
+        assert state.actor_query == "role"
+
+
+async def test_keys_typed_in_one_burst_after_slash_go_to_the_gpu_and_log_prompts() -> None:
+    """The same burst on the GPU screen (`s` sorts, `v` switches view) and the Logs screen (`s` saves)."""
+    state = with_actors(fixture_state())
+    app = CockpitApp(state.target, state=state, offline=True)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.press("2")
+        await pilot.pause()
+        gpus = app.screen
+        assert isinstance(gpus, GpuScreen)
+        view = gpus.view
+        burst(app, "/sv")
+        await pilot.pause()
+        assert gpus.node_filter == "sv" and gpus.view == view and gpus.sort == "node"
+        await pilot.press("escape", "5")
+        await pilot.pause()
+        logs = app.screen
+        assert isinstance(logs, LogsScreen)
+        burst(app, "/sx")
+        await pilot.pause()
+        assert isinstance(app.screen, LogsScreen)
+        assert logs.query_one("#log-input", Input).value == "sx"  # typed: not saved, sources not reset
+        await pilot.press("slash", "y")  # a `/` typed in the open prompt is a `/`
+        assert logs.query_one("#log-input", Input).value == "sx/y"
+
+
+def burst(app: CockpitApp, text: str) -> None:
+    """TEXT as one read from the terminal: every key queued before the first is handled."""
+    driver = app._driver
+    assert driver is not None
+    for char in text:
+        event = events.Key("slash" if char == "/" else char, char)
+        event.set_sender(app)
+        driver.send_message(event)

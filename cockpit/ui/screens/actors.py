@@ -50,7 +50,7 @@ class ActorsScreen(CockpitScreen):
     SHOWS = frozenset({"actors", "pending", "gpus"})
     AUTO_FOCUS = "#actor-table"
     BINDINGS = [
-        Binding("slash", "filter", "Filter", key_display="/", id="actors.filter", show=False,
+        Binding("slash", "filter", "Filter", key_display="/", id="actors.filter", show=False, priority=True,
                 tooltip="filter: state:DEAD role:rollout node:HOST job:ID class:NAME or any words"),
         Binding("s", "sort", "Sort", id="actors.sort", show=False, tooltip="sort by the next column"),
         Binding("S,shift+s", "reverse", "Reverse", id="actors.reverse", show=False,
@@ -296,10 +296,16 @@ class ActorsScreen(CockpitScreen):
     # -- filter and sort ---------------------------------------------------------------------------
 
     def action_filter(self) -> None:
+        """`/` is a priority binding: it runs when the app reads the key, so the filter has focus before
+        the keys typed right behind it are handed out (`/role` typed fast or pasted would otherwise
+        reach the table, and its `l` jump to the Logs screen). A `/` typed in the filter is a `/`."""
         field = self.query_one("#actor-filter", Input)
+        if field.has_focus:
+            field.insert_text_at_cursor("/")
+            return
         field.value = self.state.actor_query
         field.add_class("shown")
-        field.focus()
+        self.set_focus(field)
 
     @on(Input.Changed, "#actor-filter")
     def _filter_changed(self, event: Input.Changed) -> None:

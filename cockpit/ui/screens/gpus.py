@@ -41,7 +41,7 @@ class GpuScreen(CockpitScreen):
     BINDINGS = [
         Binding("s", "cycle_sort", "Sort", id="gpus.sort", show=False),
         Binding("v", "toggle_view", "Heatmap / list", id="gpus.view", show=False),
-        Binding("slash", "filter", "Filter", key_display="/", id="gpus.filter", show=False),
+        Binding("slash", "filter", "Filter", key_display="/", id="gpus.filter", show=False, priority=True),
         Binding("escape", "clear_filter", "Clear the filter", id="gpus.clear", show=False),
         Binding("h", "toggle_high_res", "1 Hz agent (high resolution)", id="gpus.high_res", show=False),
     ]
@@ -179,10 +179,15 @@ class GpuScreen(CockpitScreen):
         (self.query_one(GpuHeatmap) if view == "heatmap" else self.query_one(GpuList)).focus()
 
     def action_filter(self) -> None:
+        """A priority binding (see `ActorsScreen.action_filter`): keys typed right behind `/` go to the
+        filter, not to the list's `s`, `v` and `h`; a `/` typed in the filter is a `/`."""
         field = self.query_one("#gpu-filter", Input)
+        if field.has_focus:
+            field.insert_text_at_cursor("/")
+            return
         field.value = self.node_filter
         field.add_class("shown")
-        field.focus()
+        self.set_focus(field)
 
     @on(Input.Changed, "#gpu-filter")
     def _filter_changed(self, event: Input.Changed) -> None:

@@ -84,7 +84,9 @@ class LogsScreen(CockpitScreen):
     NEEDS = frozenset({"nodes", "jobs"})
     # In the hint line and in `?` help; the footer keeps navigation, `?` and `q` visible at 80 columns.
     BINDINGS = [
-        Binding("slash", "ask('search')", "Search", key_display="/", id="logs.search", show=False),
+        Binding(
+            "slash", "ask('search')", "Search", key_display="/", id="logs.search", show=False, priority=True
+        ),
         Binding(
             "ampersand",
             "ask('filter')",
@@ -92,6 +94,7 @@ class LogsScreen(CockpitScreen):
             key_display="&",
             id="logs.filter",
             show=False,
+            priority=True,
             tooltip="keep only the lines matching a regular expression",
         ),
         Binding("j", "pick_job", "Job", id="logs.job", show=False, tooltip="a job's driver log"),
@@ -287,8 +290,13 @@ class LogsScreen(CockpitScreen):
     # -- keys ----------------------------------------------------------------------------------
 
     def action_ask(self, mode: str) -> None:
-        self.input_mode = mode
+        """`/` and `&` are priority bindings (see `ActorsScreen.action_filter`): keys typed right behind
+        them go to the prompt, not to `s` (save) or `x`; typed in the prompt they are characters."""
         prompt = self.query_one("#log-input", Input)
+        if prompt.has_focus:
+            prompt.insert_text_at_cursor("/" if mode == "search" else "&")
+            return
+        self.input_mode = mode
         prompt.placeholder = (
             "search text (Enter; n / N for next / previous)"
             if mode == "search"
@@ -296,7 +304,7 @@ class LogsScreen(CockpitScreen):
         )
         prompt.value = self.view.search_term if mode == "search" else (self.view.filter_pattern or "")
         prompt.add_class("shown")
-        prompt.focus()
+        self.set_focus(prompt)
 
     def action_close_input(self) -> None:
         prompt = self.query_one("#log-input", Input)
