@@ -9,7 +9,7 @@ import signal
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from cockpit.cli.common import EXIT_OK, add_connect_options, connect_options, say
+from cockpit.cli.common import EXIT_OK, add_connect_options, connect_options, err, say
 
 if TYPE_CHECKING:
     from cockpit.core.profiles import Profile
@@ -69,7 +69,7 @@ def demo(args: argparse.Namespace) -> int:
     from cockpit.core.local import processes, record
     from cockpit.core.targets import Target
 
-    profile = profiles.load(profiles.find(args.profile))
+    profile = profiles.load(profiles.find(args.profile, warn=err))  # a skipped unsafe file says so
     existing = record.load()
     started_here = existing is None or not processes.is_running(existing)
     try:

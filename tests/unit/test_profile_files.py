@@ -251,6 +251,30 @@ def test_a_profiles_directory_others_can_write_is_skipped_with_a_warning(tmp_pat
     assert warning.startswith(f"cockpit: skipped {tmp_path / 'profiles'}: writable by group and others")
 
 
+def test_demo_says_which_profile_it_skipped_too(tmp_path: Path) -> None:
+    """`cockpit demo --profile NAME` looks profiles up as `profiles list` does, and says so when it skips
+    one another user could have changed (here the name is found nowhere else: it stops, starting nothing)."""
+    path = mine(tmp_path / "profiles", name="my-demo")
+    path.chmod(0o666)
+    result = subprocess.run(
+        [sys.executable, "-m", "cockpit.cli", "demo", "--profile", "my-demo"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "XDG_CONFIG_HOME": str(tmp_path / "config"),
+            "COCKPIT_STATE_DIR": str(tmp_path / "state"),
+        },
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 1, result.stderr
+    assert f"cockpit: skipped {path}: writable by group and others" in result.stderr
+    assert "starting a local Ray cluster" not in result.stdout and not (tmp_path / "state").exists()
+
+
 def test_a_profile_file_others_can_write_is_skipped_with_a_warning(tmp_path: Path) -> None:
     path = mine(tmp_path / "profiles")
     path.chmod(0o664)
