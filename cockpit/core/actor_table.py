@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import operator
 import time
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -202,18 +201,10 @@ class ActorIndex:
         row = self.positions.get(actor_id)
         if row is None:
             return None
-        if isinstance(order, range):
-            return row if row in order else None
         try:
-            return order.index(row) if isinstance(order, list) else list(order).index(row)
+            return order.index(row)
         except ValueError:
             return None
-
-    # -- counts ------------------------------------------------------------------------------------
-
-    def role_counts(self, order: Sequence[int] | None = None) -> Counter[str]:
-        roles = self.roles
-        return Counter(roles[i] or "other" for i in (range(len(roles)) if order is None else order))
 
 
 def _narrows(new: ActorQuery, old: ActorQuery) -> bool:

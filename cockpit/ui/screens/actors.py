@@ -14,7 +14,7 @@ import asyncio
 import functools
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 
 from rich.text import Text
 from textual import on
@@ -81,8 +81,6 @@ class ActorsScreen(CockpitScreen):
 
     def __init__(self) -> None:
         super().__init__()
-        self.sort = "state"
-        self.reverse = False
         self.details_open = False
         self._tick: Timer | None = None
         self._gpu_map: tuple[int, GpuMap, dict[str, str]] = (-1, {}, {})
@@ -165,7 +163,7 @@ class ActorsScreen(CockpitScreen):
     def _counts_text(self, table: ActorTable) -> Text:
         listing = table.listing
         text = Text(no_wrap=True, overflow="ellipsis")
-        by_state = listing.by_state or dict(_count(v.actor.state for v in table.index.rows))
+        by_state = listing.by_state or Counter(v.actor.state for v in table.index.rows)
         total = sum(by_state.values())
         text.append(f"{total} actor{'s' * (total != 1)}", style="bold")
         for state in ACTOR_STATES:
@@ -174,7 +172,7 @@ class ActorsScreen(CockpitScreen):
                 style = "green" if state == "ALIVE" else "red" if state == "DEAD" else "bold yellow"
                 text.append(" · ")
                 text.append(f"{n} {state}", style=style)
-        by_role = table.by_role or dict(_count((v.role or "other") for v in table.index.rows))
+        by_role = table.by_role or Counter((v.role or "other") for v in table.index.rows)
         if by_role:
             text.append("  │ ", style="dim")
             text.append(" · ".join(f"{clean(role)} {n}" for role, n in by_role.items()))
@@ -331,16 +329,22 @@ class ActorsScreen(CockpitScreen):
         if self.state.actor_query:
             field.value = ""  # Input.Changed clears the filter
 
+    @property
+    def sort(self) -> str:
+        """The column sorted by: kept in the state, where the feed reads it to sort the next list so."""
+        return self.state.actor_sort[0]
+
+    @property
+    def reverse(self) -> bool:
+        return self.state.actor_sort[1]
+
     def action_sort(self) -> None:
-        self.sort = SORT_COLUMNS[(SORT_COLUMNS.index(self.sort) + 1) % len(SORT_COLUMNS)]
-        self._sorted()
+        column = SORT_COLUMNS[(SORT_COLUMNS.index(self.sort) + 1) % len(SORT_COLUMNS)]
+        self.state.actor_sort = (column, self.reverse)
+        self.refresh_view()
 
     def action_reverse(self) -> None:
-        self.reverse = not self.reverse
-        self._sorted()
-
-    def _sorted(self) -> None:
-        self.state.actor_sort = (self.sort, self.reverse)  # the feed sorts the next list so
+        self.state.actor_sort = (self.sort, not self.reverse)
         self.refresh_view()
 
     # -- jumps -------------------------------------------------------------------------------------
@@ -366,7 +370,3 @@ class ActorsScreen(CockpitScreen):
     def action_node(self) -> None:
         if view := self._placed("node"):
             self.post_message(ShowNode(view.actor.node_id))
-
-
-def _count(values: Iterable[str]) -> Mapping[str, int]:
-    return Counter(values)

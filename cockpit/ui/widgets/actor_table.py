@@ -18,15 +18,14 @@ from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
 from rich.style import Style
 from textual.binding import Binding, BindingType
-from textual.cache import LRUCache
 from textual.geometry import Size
 from textual.message import Message
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from cockpit.core.actor_table import ActorIndex
 from cockpit.core.actors import ActorView
 from cockpit.core.units import duration
+from cockpit.ui.widgets.line_view import LineView
 from cockpit.ui.widgets.safe_text import clean
 
 GpuMap = Mapping[tuple[str, int], Sequence[tuple[int, float | None]]]
@@ -105,9 +104,10 @@ def shown(value: str, width: int) -> str:
     return clean(value[: width + 64])
 
 
-class ActorTableView(ScrollView, can_focus=True):
+class ActorTableView(LineView, can_focus=True):
     """The actors of an `ActorIndex` in a given order; Enter posts `Chosen` for the row under the cursor."""
 
+    STYLE_PREFIX = "actor-table"
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "actor-table--header",
         "actor-table--cursor",
@@ -171,8 +171,6 @@ class ActorTableView(ScrollView, can_focus=True):
         self._ip_of: Mapping[str, str] = {}
         self._now = 0.0
         self._version = 0
-        self._strips: LRUCache[tuple[object, ...], Strip] = LRUCache(256)
-        self._styles: dict[str, Style] = {}
 
     # -- data --------------------------------------------------------------------------------------
 
@@ -293,25 +291,6 @@ class ActorTableView(ScrollView, can_focus=True):
                 strip = strip.apply_style(self._style("cursor"))
             self._strips[key] = strip
         return strip
-
-    @property
-    def _plain(self) -> Style:
-        style = self._styles.get("")
-        if style is None:
-            style = self._styles[""] = self.rich_style
-        return style
-
-    def _style(self, name: str) -> Style:
-        style = self._styles.get(name)
-        if style is None:
-            component = self.get_component_rich_style(f"actor-table--{name}", partial=True)
-            style = self._styles[name] = self._plain + component
-        return style
-
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._styles.clear()
-        self._strips.clear()
 
     def on_resize(self) -> None:
         self.virtual_size = Size(self.size.width, len(self.order) + 1)

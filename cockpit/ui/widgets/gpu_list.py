@@ -15,16 +15,14 @@ from itertools import accumulate
 from typing import ClassVar, Literal, NamedTuple
 
 from rich.segment import Segment
-from rich.style import Style
-from textual.cache import LRUCache
 from textual.geometry import Size
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from cockpit.core.gpu_board import ActorRef, GpuFleet, GpuRow, SortKey, is_stale
 from cockpit.core.gpu_history import UtilHistory
 from cockpit.core.snapshots import NA, NodeSnapshot
 from cockpit.ui.widgets import gpu_cells as cells
+from cockpit.ui.widgets.line_view import LineView
 from cockpit.ui.widgets.safe_text import clean
 
 
@@ -52,9 +50,11 @@ def columns_for(width: int, flat: bool) -> _Columns:
     )
 
 
-class GpuList(ScrollView, can_focus=True):
+class GpuList(LineView, can_focus=True):
     """Every GPU of a `GpuFleet`; dead nodes red, idle GPUs (while a job runs) and stale readings marked."""
 
+    STYLE_PREFIX = "gpu-list"
+    STRIP_CACHE = 512
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "gpu-list--header",
         "gpu-list--node",
@@ -101,8 +101,6 @@ class GpuList(ScrollView, can_focus=True):
         self._body = 0
         self._tail: list[_Line] = []
         self._version = 0
-        self._strips: LRUCache[tuple[object, ...], Strip] = LRUCache(512)
-        self._styles: dict[str, Style] = {}
         self._now = 0.0
 
     # -- data --------------------------------------------------------------------------------------
@@ -227,27 +225,6 @@ class GpuList(ScrollView, can_focus=True):
             strip = self._draw(line, width).crop_extend(0, width, self._plain)
             self._strips[key] = strip
         return strip
-
-    @property
-    def _plain(self) -> Style:
-        """The widget's own style (`rich_style` walks the ancestors on every access: cached here)."""
-        style = self._styles.get("")
-        if style is None:
-            style = self._styles[""] = self.rich_style
-        return style
-
-    def _style(self, name: str) -> Style:
-        style = self._styles.get(name)
-        if style is None:
-            component = self.get_component_rich_style(f"gpu-list--{name}", partial=True)
-            style = self._styles[name] = self._plain + component
-        return style
-
-    def notify_style_update(self) -> None:
-        """Theme, focus or CSS changed: styles and rendered rows are stale."""
-        super().notify_style_update()
-        self._styles.clear()
-        self._strips.clear()
 
     def _draw(self, line: _Line | None, width: int) -> Strip:
         flat = self.sort != "node"
