@@ -83,6 +83,8 @@ class Variable:
     value: str
     type: str
     variables_reference: int
+    evaluate_name: str = ""
+    """An expression giving this value in its frame (debugpy's `evaluateName`), "" when none."""
 
 
 class MessageFramer:
@@ -225,4 +227,5 @@ def variable_from(name: str, value: Json, value_key: str) -> Variable:
         value=text_of(value.get(value_key)),
         type=text_of(value.get("type")),
         variables_reference=number_of(value.get("variablesReference")),
+        evaluate_name=text_of(value.get("evaluateName")),
     )

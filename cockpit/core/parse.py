@@ -368,6 +368,7 @@ def job_row(row: Mapping[str, Any]) -> JobRow:
         driver_node_id=as_str(row.get("driver_node_id")),
         error_type=as_str(row.get("error_type")),
         metadata={str(k): as_str(v) for k, v in metadata.items()} if isinstance(metadata, Mapping) else {},
+        debugger=as_str(as_mapping(as_mapping(row.get("runtime_env")).get("env_vars")).get("RAY_DEBUG")),
     )
 
 

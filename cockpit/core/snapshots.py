@@ -268,6 +268,8 @@ class JobRow:
     driver_node_id: str = ""
     error_type: str = ""
     metadata: Mapping[str, str] = field(default_factory=dict)
+    debugger: str = ""
+    """The job's `RAY_DEBUG` (runtime_env env_vars): `legacy` for the pdb debugger, else "" or `1`."""
 
     @property
     def key(self) -> str:

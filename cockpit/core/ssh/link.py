@@ -298,28 +298,45 @@ class SshLink:
         return True
 
     async def open_channel(
-        self, host: str, port: int
+        self, host: str, port: int, via: str | None = None
     ) -> tuple[asyncssh.SSHReader[bytes], asyncssh.SSHWriter[bytes]]:
-        """A byte stream to host:port as seen from the head (direct-tcpip; no local listener)."""
+        """A byte stream to host:port as seen from the head, or from node `via` (reached through the head
+        as `start_process` does): direct-tcpip, no local listener."""
+        conn = await self._node_connection(via)
+        try:
+            return await conn.open_connection(host, port, encoding=None)
+        except asyncssh.ChannelOpenError as exc:
+            where = "the head" if via is None else via
+            raise SshError(f"{where} cannot reach {host}:{port} ({exc.reason}).") from None
+
+    async def forward_loopback(self, host: str, port: int) -> tuple[int, Callable[[], None]]:
+        """Listen on 127.0.0.1 (a free port) and forward to host:port as the head sees it: for a tool
+        that needs a TCP port (VS Code). Anyone on this machine can use that port while it is open;
+        returns the port and the function that closes it."""
+        conn = await self._node_connection(None)
+        try:
+            listener = await conn.forward_local_port("127.0.0.1", 0, host, port)
+        except OSError as exc:
+            raise SshError(f"cannot open a local port: {exc.strerror or exc}") from None
+        self._listeners.append(listener)
+        return listener.get_port(), listener.close
+
+    async def _node_connection(self, host: str | None) -> asyncssh.SSHClientConnection:
         if not self._conns:
             raise SshError(f"no SSH connection to {self.target.host} right now ({self.status.describe()}).")
-        try:
-            return await self._conns[-1].open_connection(host, port, encoding=None)
-        except asyncssh.ChannelOpenError as exc:
-            raise SshError(f"the head cannot reach {host}:{port} ({exc.reason}).") from None
+        conn = self._conns[-1]
+        if host is None:
+            return conn
+        node_conn = self._node_conns.get(host)
+        if node_conn is None or node_conn.is_closed():
+            node_conn = await self._connect_hop(Hop(host=host), conn, node=True)
+            self._node_conns[host] = node_conn
+        return node_conn
 
     async def start_process(self, command: str, host: str | None = None) -> asyncssh.SSHClientProcess[str]:
         """Run `command` on the head (`host` None) or on another node, reached through the head with the
         same user, SSH config and host-key checks as the head itself."""
-        if not self._conns:
-            raise SshError(f"no SSH connection to {self.target.host} right now ({self.status.describe()}).")
-        conn = self._conns[-1]
-        if host is not None:
-            node_conn = self._node_conns.get(host)
-            if node_conn is None or node_conn.is_closed():
-                node_conn = await self._connect_hop(Hop(host=host), conn, node=True)
-                self._node_conns[host] = node_conn
-            conn = node_conn
+        conn = await self._node_connection(host)
         return await conn.create_process(command, encoding="utf-8", errors="replace")
 
     async def close_node_connections(self) -> None:
