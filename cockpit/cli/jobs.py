@@ -156,10 +156,13 @@ async def _submit(
     follow: bool,
 ) -> int:
     from cockpit.core.connection import open_dashboard
-    from cockpit.core.launch import LaunchBlocked, plan, submit
+    from cockpit.core.launch import LaunchBlocked, plan, submit, with_cluster_checks
 
     async with open_dashboard(target, options) as client:
         launch: LaunchPlan = plan(profile, overrides, await client.nodes())
+        if profile.post_mortem:
+            print("checking that the cluster's workers can load debugpy ...", file=sys.stderr)
+        launch = await with_cluster_checks(client, launch)
         print(f"pre-flight for {profile.name}:", file=sys.stderr)
         print_checklist(launch.checks)
         try:

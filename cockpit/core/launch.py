@@ -34,6 +34,7 @@ __all__ = [
     "submit",
     "submit_request",
     "upload_working_dir",
+    "with_cluster_checks",
     "zip_directory",
 ]
 
@@ -95,6 +96,19 @@ def plan(
     )
 
 
+async def with_cluster_checks(client: DashboardClient, plan: LaunchPlan) -> LaunchPlan:
+    """The plan with the checks that ask the cluster to run something (a `debug: post_mortem` profile:
+    can its workers load debugpy?). Run once, right before submitting; a plan that has them is kept."""
+    from dataclasses import replace
+
+    from cockpit.core.debugpy_probe import CHECK_NAME, debugpy_check
+
+    if any(c.name == CHECK_NAME for c in plan.checks):
+        return plan
+    check = await debugpy_check(client, plan.profile, str(plan.request.get("entrypoint", "")))
+    return plan if check is None else replace(plan, checks=(*plan.checks, check))
+
+
 async def submit(client: DashboardClient, plan: LaunchPlan, *, force: bool = False) -> str:
     """Submit a plan: real secrets, metadata `cockpit_profile` and `cockpit_overrides`, a local
     working_dir uploaded once, posted idempotently. Returns the submission id.
@@ -103,6 +117,7 @@ async def submit(client: DashboardClient, plan: LaunchPlan, *, force: bool = Fal
         LaunchBlocked: a check failed and `force` is not set (nothing is sent).
         ProfileError: a secret is not set in this shell.
     """
+    plan = await with_cluster_checks(client, plan)
     if plan.blocking and not force:
         first = plan.blocking[0]
         raise LaunchBlocked(f"{plan.where(first)}: {first.name}: {first.detail}")

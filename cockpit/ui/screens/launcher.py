@@ -261,6 +261,8 @@ class LaunchScreen(ModalScreen[str | None]):
 
     @work(exclusive=True, group="launch", exit_on_error=False, description="Submitting the job")
     async def _submit(self, plan: launch.LaunchPlan, force: bool) -> None:
+        if plan.profile.post_mortem:
+            self.notify("checking that the cluster's workers can load debugpy (a few seconds) …", timeout=6)
         try:
             submission_id = await launch.submit(await self.host.dashboard(), plan, force=force)
         except CockpitError as exc:
