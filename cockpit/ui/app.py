@@ -21,6 +21,7 @@ from textual.binding import Binding, BindingType
 from textual.worker import Worker, WorkerState
 
 from cockpit.core.connection import Connection, ConnectOptions
+from cockpit.core.errors import CockpitError
 from cockpit.core.layouts import load_layout
 from cockpit.core.ray_api import DashboardClient
 from cockpit.core.roles import load_role_rules
@@ -29,6 +30,7 @@ from cockpit.ui.feeds.actors import ActorsFeed
 from cockpit.ui.feeds.cluster import ClusterFeed
 from cockpit.ui.feeds.gpus import GpuFeed
 from cockpit.ui.feeds.high_res import HighResFeed
+from cockpit.ui.feeds.paused import PausedFeed
 from cockpit.ui.messages import (
     ActorQueryChanged,
     HighResToggled,
@@ -123,6 +125,7 @@ class CockpitApp(App[int]):
         rules, self._roles_problem = load_role_rules()
         self.state.gpu_board.rules = rules
         self.actors_feed = ActorsFeed(self, self.state, self.cluster_feed.dashboard, rules)
+        self.paused_feed = PausedFeed(self, self.state, self.cluster_feed.connection)
         self._signals: dict[int, Any] = {}
         """Handlers replaced while the app runs (SIGHUP, SIGTERM), put back when it ends."""
         self._job_control = {sig: signal.getsignal(sig) for sig in JOB_CONTROL}
@@ -149,11 +152,24 @@ class CockpitApp(App[int]):
         tune_gc()
         if not self.offline:
             self.cluster_feed.start()
+            self.paused_feed.start()
 
     async def on_unmount(self) -> None:
         self._release_signals()
         self.high_res.stop()
+        self.paused_feed.stop()
+        await self._leave_held_session()
         await self.cluster_feed.close()
+
+    async def _leave_held_session(self) -> None:
+        """A worker attached to when the app ends is left paused (for the next client), not released."""
+        session, self.state.paused.session = self.state.paused.session, None
+        if session is None or not session.open:
+            return
+        try:
+            await asyncio.wait_for(session.leave_paused(), 5)
+        except (CockpitError, asyncio.TimeoutError):
+            await session.close()
 
     def _catch_signals(self) -> None:
         """A closed terminal (SIGHUP) or a kill (SIGTERM) ends the app the way `q` does, so it unmounts:
@@ -212,6 +228,7 @@ class CockpitApp(App[int]):
         self.gpu_feed.shown()
         self.cluster_feed.needs_changed(before)
         self.actors_feed.shown()
+        self.paused_feed.shown()
 
     @on(RefreshRequested)
     def _refresh_requested(self) -> None:
@@ -276,6 +293,7 @@ class CockpitApp(App[int]):
         if not self.offline:
             self.cluster_feed.refresh_now()
             self.actors_feed.shown()
+            self.paused_feed.check_now()
 
     def action_help(self) -> None:
         def keys(node: object) -> list[tuple[str, str]]:

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from cockpit.ui.screens.actors import ActorsScreen
 from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.screens.cluster import ClusterScreen
+from cockpit.ui.screens.debugger import DebuggerScreen
 from cockpit.ui.screens.gpus import GpuScreen
 from cockpit.ui.screens.jobs import JobsScreen
 from cockpit.ui.screens.logs import LogsScreen
-from cockpit.ui.screens.upcoming import DebuggerScreen
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from cockpit.core.actors import ActorList
 from cockpit.core.gpu_board import GpuBoard, GpuFleet
 from cockpit.core.join import JoinProgress
 from cockpit.core.layouts import Layout
+from cockpit.core.paused import PausedGroup, PausedWorker
 from cockpit.core.pending import PendingReport
 from cockpit.core.snapshots import ActorRow, ClusterInfo, ClusterSnapshot, JobRow
 from cockpit.core.targets import Target
@@ -29,15 +30,16 @@ if TYPE_CHECKING:
     from textual.app import App
 
     from cockpit.core.connection import Connection
+    from cockpit.core.debug_session import DebugSession
     from cockpit.core.ray_api import DashboardClient
 
-Need = Literal["nodes", "jobs", "gpus", "actors", "actor_list"]
+Need = Literal["nodes", "jobs", "gpus", "actors", "actor_list", "paused"]
 """A resource a screen (or a watcher) can declare it needs. Nodes (join progress, the status bar)
 are always polled; the others are fetched at full cadence only while something shown needs them.
 `actors`: the alive actors on the GPUs (GPU views); `actor_list`: the Actors screen's whole table and
-the "why not running" report."""
+the "why not running" report; `paused`: the Debugger screen's list (faster, legacy sessions too)."""
 
-Topic = Literal["connection", "info", "snapshot", "gpus", "gpu_notice", "actors", "pending"]
+Topic = Literal["connection", "info", "snapshot", "gpus", "gpu_notice", "actors", "pending", "paused"]
 """What a `StateChanged` message says changed."""
 
 ConnectionPhase = Literal["connecting", "connected", "reconnecting", "unreachable"]
@@ -94,6 +96,22 @@ class Stuck:
 
 
 @dataclass
+class Paused:
+    """The workers paused in the post-mortem debugger, grouped by identical exception."""
+
+    workers: tuple[PausedWorker, ...] = ()
+    groups: tuple[PausedGroup, ...] = ()
+    total: int = 0
+    """How many the head counts (more than `len(workers)` only past the list limit)."""
+    checked_at: float = 0.0
+    error: str = ""
+    attached: str = ""
+    """The key of the worker a debug session of this cockpit holds ("" when none)."""
+    session: DebugSession | None = None
+    """That session: left paused (or closed) when the app ends."""
+
+
+@dataclass
 class CockpitState:
     """What the cockpit knows. Feeds write it; screens read it."""
 
@@ -126,6 +144,7 @@ class CockpitState:
     """The Actors screen's sort (column, reversed): the feed sorts each new list so, off the UI thread."""
     actor_table: ActorTable | None = None
     stuck: Stuck = field(default_factory=Stuck)
+    paused: Paused = field(default_factory=Paused)
     shown_needs: frozenset[Need] = frozenset()
     """What the screen on view needs; the feeds read it to choose what to fetch."""
 

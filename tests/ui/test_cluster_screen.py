@@ -108,7 +108,7 @@ async def test_number_keys_and_help(ray_cluster: ClusterHandle) -> None:
         assert getattr(app.screen, "TITLE", "") == "3 Actors"
         await pilot.press("6")
         assert getattr(app.screen, "TITLE", "") == "6 Debugger"
-        assert "Not built yet" in str(app.screen.query_one(".upcoming").render())
+        assert "paused in the post-mortem debugger" in str(app.screen.query_one("#debugger-summary").render())
         await pilot.press("1")
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)

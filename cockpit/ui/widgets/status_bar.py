@@ -32,6 +32,12 @@ def stuck_warning(state: CockpitState, now: float | None = None) -> str:
     return f"⚠ {len(stuck.report.items)} not running for {duration(oldest)}{never} (3: why)"
 
 
+def paused_warning(state: CockpitState) -> str:
+    """ "⏸ 2 paused (6)" while workers wait in the post-mortem debugger; else ""."""
+    count = max(state.paused.total, len(state.paused.workers))
+    return f"⏸ {count} paused in debugger (6)" if count else ""
+
+
 class StatusBar(Static):
     """One line at the top of every screen. Re-rendered when the app's connection facts change."""
 
@@ -47,6 +53,8 @@ class StatusBar(Static):
     detail: reactive[str] = reactive("")
     data_time: reactive[float | None] = reactive(None)
     stuck: reactive[str] = reactive("")
+    paused: reactive[str] = reactive("")
+    """Workers waiting in the post-mortem debugger."""
     """A warning while something of a job has not started for more than a minute."""
 
     def show(self, state: CockpitState, screen_title: str) -> None:
@@ -60,6 +68,7 @@ class StatusBar(Static):
         self.data_time = state.snapshot.fetched_at if state.snapshot else None
         self.screen_title = screen_title
         self.stuck = stuck_warning(state)
+        self.paused = paused_warning(state)
         self.refresh()
 
     def render(self) -> Text:
@@ -77,6 +86,8 @@ class StatusBar(Static):
             text.append("↻ reconnecting", style="bold yellow")
         else:
             text.append("✖ unreachable", style="bold red")
+        if self.paused:
+            text.append(f" · {self.paused}", style="bold magenta")
         if self.stuck:
             text.append(f" · {self.stuck}", style="bold yellow")
         if self.data_time is not None:

@@ -1,0 +1,129 @@
+"""Provides the paused-worker watch: workers stopped in the post-mortem debugger, found wherever the user is.
+
+Cost on the head: one filtered request (`/api/v0/workers`, `num_paused_threads != 0`, filtered in the
+GCS) every 10 s while connected, every 5 s while the Debugger screen is shown; one task lookup and one
+peek (a short debugger attach that reads the exception and leaves the worker paused) per newly paused
+worker. Legacy pdb sessions are looked for only while the Debugger screen is shown, and only in running
+jobs that set `RAY_DEBUG=legacy`.
+
+A worker seen paused for the first time rings the bell and raises a banner on any screen.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from cockpit.core.errors import CockpitError
+from cockpit.core.paused import PausedCache, group_paused
+from cockpit.ui.feeds import start_worker
+from cockpit.ui.state import CockpitState, StateChanged
+from cockpit.ui.widgets.safe_text import clean
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from textual.app import App
+    from textual.timer import Timer
+
+    from cockpit.core.connection import Connection
+
+WATCH_SECONDS = 10.0
+SHOWN_SECONDS = 5.0
+ANNOUNCE_MEMORY_SECONDS = 60.0
+
+
+class PausedFeed:
+    def __init__(
+        self, app: App[int], state: CockpitState, connection: Callable[[], Awaitable[Connection]]
+    ) -> None:
+        self.app = app
+        self.state = state
+        self.connection = connection
+        self.cache = PausedCache()
+        self._timer: Timer | None = None
+        self._busy = False
+        self._started = False
+        self._announced: dict[str, float] = {}
+
+    def start(self) -> None:
+        self._started = True
+        self._arm(1.0)
+
+    def stop(self) -> None:
+        self._started = False
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+
+    def shown(self) -> None:
+        """The shown screen changed: the Debugger screen asks at once."""
+        if self._started and self.state.needs("paused"):
+            self.check_now()
+
+    def check_now(self) -> None:
+        if self._busy or not self._started:
+            return
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+        self._busy = True
+        start_worker(self.app, self._check, group="paused-watch", description="Looking for paused workers")
+
+    def _arm(self, delay: float) -> None:
+        if not self._started:
+            return
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.app.set_timer(delay, self.check_now, name="paused-watch")
+
+    async def _check(self) -> None:
+        state = self.state
+        try:
+            if state.connection.phase != "connected" or state.snapshot is None:
+                return
+            shown = state.needs("paused")
+            skip = (state.paused.attached,) if state.paused.attached else ()
+            try:
+                from cockpit.core.debug_session import discover
+
+                connection = await self.connection()
+                listing = await discover(
+                    connection, self.cache, jobs=state.snapshot.jobs, legacy=shown, skip=skip
+                )
+            except CockpitError as exc:
+                state.paused.error = str(exc)
+                self.app.post_message(StateChanged("paused"))
+                return
+            paused = state.paused
+            paused.workers = listing.workers
+            paused.groups = group_paused(listing.workers)
+            paused.total = max(listing.total_paused, len(listing.workers))
+            paused.checked_at = time.time()
+            paused.error = ""
+            now = time.time()
+            new = [w for w in listing.workers if w.key not in self._announced]
+            keep = {w.key for w in listing.workers} | ({paused.attached} if paused.attached else set())
+            for key in keep:
+                self._announced[key] = now
+            # A worker away for a minute (released, or held by this cockpit's session) rings again
+            # when it pauses again; a peek's or a session's short absence does not.
+            self._announced = {k: t for k, t in self._announced.items() if now - t < ANNOUNCE_MEMORY_SECONDS}
+            if new:
+                self._announce(len(new), new[0].exception.one_line() if new[0].exception else "")
+            self.app.post_message(StateChanged("paused"))
+        finally:
+            self._busy = False
+            self._arm(SHOWN_SECONDS if state.needs("paused") else WATCH_SECONDS)
+
+    def _announce(self, count: int, exception: str) -> None:
+        self.app.bell()
+        what = f": {exception}" if exception else ""
+        workers = "worker" if count == 1 else "workers"
+        self.app.notify(
+            clean(f"⏸ {count} {workers} paused in the debugger{what} (6: Debugger)"),
+            title="Post-mortem",
+            severity="warning",
+            timeout=12,
+            markup=False,
+        )

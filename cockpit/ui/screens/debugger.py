@@ -1,0 +1,251 @@
+"""Provides the Debugger screen (key 6): workers paused in the post-mortem debugger, grouped by error.
+
+One row per paused worker, workers that raised the same error next to each other under their group's
+count. Enter attaches (the session screen: exception, stack, source, variables, an expression prompt);
+`R` releases every worker of the selected row's group after a confirmation (their tasks then fail with
+the original error, as they would have without the debugger).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.widgets import DataTable, Static
+
+from cockpit.core.errors import CockpitError
+from cockpit.core.paused import PausedGroup, PausedWorker, describe_age
+from cockpit.ui.messages import RefreshRequested
+from cockpit.ui.screens.base import CockpitScreen
+from cockpit.ui.screens.confirm import ConfirmScreen
+from cockpit.ui.widgets.key_hints import KeyHints
+from cockpit.ui.widgets.safe_text import clean, plain
+
+COLUMNS = (
+    ("group", "Group"),
+    ("exception", "Exception"),
+    ("where", "Where"),
+    ("task", "Actor / task"),
+    ("job", "Job"),
+    ("node", "Node"),
+    ("since", "Paused"),
+)
+
+
+def worker_cells(
+    group: PausedGroup, index: int, worker: PausedWorker, now: float, width: int = 90
+) -> dict[str, Text]:
+    """One row's cells: all `Text` (every string but the age came from the cluster or the worker);
+    the exception cut to WIDTH cells (the details line under the table has it whole)."""
+    exc = worker.exception or group.exception
+    if index == 0:
+        count = plain(f"{len(group.members)}x" if len(group.members) > 1 else "1", "bold")
+    else:
+        count = plain("  └", "dim")
+    if exc is not None:
+        exception = plain(_cut(exc.one_line(), width), "bold red" if index == 0 else "red")
+    elif worker.note:
+        exception = plain(_cut(worker.note, width), "yellow")
+    else:
+        exception = plain("(attach to see)" if worker.mode == "legacy" else "(looking…)", "dim")
+    mode = " [pdb]" if worker.mode == "legacy" else ""
+    return {
+        "group": count,
+        "exception": exception,
+        "where": plain(exc.where if exc else "", "cyan"),
+        "task": plain(worker.label() + mode),
+        "job": plain(worker.job_id),
+        "node": plain(worker.ip),
+        "since": Text(describe_age(worker.since, now)),
+    }
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(1, width - 1)] + "…"
+
+
+def worker_details(worker: PausedWorker) -> Text:
+    """Everything known about one paused worker, for the line under the table."""
+    exc = worker.exception
+    text = Text()
+    if exc is not None:
+        text.append_text(plain(exc.one_line(), "bold red"))
+        if exc.where:
+            text.append_text(plain(f"  at {exc.where}", "cyan"))
+    elif worker.note:
+        text.append_text(plain(worker.note, "yellow"))
+    text.append("\n")
+    mode = "legacy pdb" if worker.mode == "legacy" else "debugpy"
+    text.append_text(
+        plain(
+            f"{worker.label()} · job {worker.job_id} · node {worker.ip} · {mode} at {worker.address}"
+            + (f" · actor {worker.actor_id[:12]}" if worker.actor_id else ""),
+            "dim",
+        )
+    )
+    return text
+
+
+class DebuggerScreen(CockpitScreen):
+    TITLE = "6 Debugger"
+    NEEDS = frozenset({"nodes", "jobs", "paused"})
+    SHOWS = frozenset({"paused", "connection"})
+    BINDINGS = [
+        Binding("enter", "attach", "Attach", id="debugger.attach", show=False),
+        Binding("R", "release_group", "Release group", id="debugger.release_group", show=False),
+    ]
+
+    def compose_body(self) -> ComposeResult:
+        yield Static(id="debugger-summary")
+        table: DataTable[Text] = DataTable(id="paused-table", cursor_type="row", zebra_stripes=True)
+        yield table
+        yield Static(id="debugger-details")
+        yield KeyHints(self, id="debugger-hint")
+
+    def on_mount(self) -> None:
+        table = self.query_one("#paused-table", DataTable)
+        for key, label in COLUMNS:
+            table.add_column(label, key=key)
+
+    def rows(self) -> list[tuple[PausedGroup, int, PausedWorker]]:
+        return [(g, i, w) for g in self.state.paused.groups for i, w in enumerate(g.members)]
+
+    def refresh_view(self) -> None:
+        paused = self.state.paused
+        table = self.query_one("#paused-table", DataTable)
+        summary = self.query_one("#debugger-summary", Static)
+        hint = self.query_one("#debugger-hint", KeyHints)
+        now = time.time()
+        rows = self.rows()
+        selected = self.selected()
+        width = max(24, self.size.width - 75)
+        with self.app.batch_update():
+            table.clear()
+            for group, index, worker in rows:
+                cells = worker_cells(group, index, worker, now, width)
+                table.add_row(*(cells[key] for key, _ in COLUMNS), key=worker.key)
+            if selected is not None:
+                keys = [w.key for _g, _i, w in rows]
+                if selected.key in keys:
+                    table.move_cursor(row=keys.index(selected.key), animate=False)
+        line = Text()
+        if rows:
+            groups = len(paused.groups)
+            line.append(f"{len(rows)} paused worker{'s' if len(rows) != 1 else ''}", style="bold magenta")
+            line.append(f" in {groups} group{'s' if groups != 1 else ''} (same error, same place)")
+            if paused.total > len(rows):
+                line.append(f" · showing {len(rows)} of {paused.total}", style="yellow")
+        else:
+            line.append("No worker is paused in the post-mortem debugger.", style="bold")
+            line.append(
+                "\nA job whose profile says `debug: post_mortem` (RAY_DEBUG_POST_MORTEM=1) pauses its "
+                "workers here when they raise, instead of failing. Try: cockpit demo --profile demo-crash"
+            )
+        if paused.checked_at:
+            line.append(f" · checked {describe_age(paused.checked_at, now)} ago", style="dim")
+        if paused.error:
+            line.append(f"\n{clean(paused.error)}", style="red")
+        summary.update(line)
+        self._show_details()
+        hint.show(hint.keys_text())
+
+    def selected(self) -> PausedWorker | None:
+        table = self.query_one("#paused-table", DataTable)
+        rows = self.rows()
+        if not rows or table.row_count == 0:
+            return None
+        try:
+            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        except Exception:  # no row under the cursor (the table was just cleared)
+            return None
+        return next((w for _g, _i, w in rows if w.key == key), None)
+
+    def selected_group(self) -> PausedGroup | None:
+        worker = self.selected()
+        if worker is None:
+            return None
+        return next((g for g in self.state.paused.groups if worker in g.members), None)
+
+    @on(DataTable.RowHighlighted, "#paused-table")
+    def _row_highlighted(self) -> None:
+        self._show_details()
+
+    def _show_details(self) -> None:
+        worker = self.selected()
+        details = self.query_one("#debugger-details", Static)
+        details.update(worker_details(worker) if worker is not None else "")
+
+    @on(DataTable.RowSelected, "#paused-table")
+    def _row_selected(self) -> None:
+        self.action_attach()
+
+    def action_attach(self) -> None:
+        worker = self.selected()
+        if worker is None:
+            self.notify("no paused worker selected", severity="warning")
+            return
+        from cockpit.ui.screens.debug_session import DebugSessionScreen, LegacyConsoleScreen
+
+        if worker.mode == "legacy":
+            self.app.push_screen(LegacyConsoleScreen(worker))
+        else:
+            self.app.push_screen(DebugSessionScreen(worker))
+
+    def action_release_group(self) -> None:
+        group = self.selected_group()
+        if group is None:
+            self.notify("no paused worker selected", severity="warning")
+            return
+        legacy = [w for w in group.members if w.mode == "legacy"]
+        if legacy:
+            self.notify(
+                "legacy pdb sessions are released from their console (Enter, then c)", severity="warning"
+            )
+            return
+        what = group.exception.one_line() if group.exception else "an error not known yet"
+        question = Text.assemble(
+            ("Release ", "bold"),
+            (f"{len(group.members)} paused worker{'s' if len(group.members) != 1 else ''}", "bold"),
+            "?\n\n",
+            plain(what[:200], "red"),
+            "\n\nEach goes on and its task fails with this error, as it would have without the debugger.",
+        )
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._release(group.members)
+
+        self.app.push_screen(ConfirmScreen(question, yes_label="Release"), answered)
+
+    @work(group="debug-release", exclusive=True, description="Releasing paused workers")
+    async def _release(self, workers: tuple[PausedWorker, ...]) -> None:
+        from cockpit.core.debug_session import DebugSession
+
+        connection = await self.host.connection()
+        limit = asyncio.Semaphore(4)
+        failures: list[str] = []
+
+        async def release(worker: PausedWorker) -> None:
+            async with limit:
+                try:
+                    session = await DebugSession.attach(connection, worker)
+                    await session.release()
+                except CockpitError as exc:
+                    failures.append(f"{worker.label()}: {exc}")
+
+        self.notify(f"releasing {len(workers)} worker(s) …", timeout=3)
+        await asyncio.gather(*(release(w) for w in workers))
+        done = len(workers) - len(failures)
+        if failures:
+            self.notify(
+                clean(f"released {done}; {len(failures)} failed: {failures[0]}"),
+                severity="error",
+                markup=False,
+            )
+        else:
+            self.notify(f"released {done} worker(s): their tasks fail with the original error")
+        self.post_message(RefreshRequested())
