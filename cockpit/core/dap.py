@@ -78,6 +78,11 @@ _DEBUGGEE_GONE = re.compile(r"^(No more messages|Server\[pid=\d+\] disconnected 
 _NO_PATH_MAPPING = {"localRoot": "/nonexistent/ray-cockpit", "remoteRoot": "/nonexistent/ray-cockpit"}
 
 
+INITIALIZE_TIMEOUT = 5.0
+"""debugpy's adapter answers `initialize` at once, but right after a client left without a goodbye it
+sometimes never does on that connection; a new connection then works (`DebugSession` retries)."""
+
+
 class ByteReader(Protocol):
     async def read(self, n: int = ..., /) -> bytes: ...
 
@@ -226,7 +231,7 @@ class DapClient:
                     "pathFormat": "path",
                     "supportsVariableType": True,
                 },
-                timeout=left(),
+                timeout=min(left(), INITIALIZE_TIMEOUT),
             )
             # debugpy answers attach only after configurationDone, so its answer is awaited last.
             attach = await self._send("attach", {"justMyCode": False, "pathMappings": [_NO_PATH_MAPPING]})

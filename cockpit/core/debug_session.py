@@ -4,27 +4,32 @@ The stream to the worker is an SSH `direct-tcpip` channel from the head to `node
 cockpit reaches the cluster over SSH (no port opened anywhere), plain TCP otherwise (a local cluster,
 a dashboard URL on a reachable network).
 
-debugpy resumes the worker when its client disconnects, and the worker then fails its task. To leave a
-worker paused (`d`, and after a peek), the session first makes the worker pause again right after:
-Ray's post-mortem hook calls `sys.excepthook` once the debugger lets it go, so the session points
-`sys.excepthook` at Ray's own `set_trace` for one call. The worker counts as paused again in the worker
-table and waits for the next client, with the same exception. If that cannot be set up, the session is
-not disconnected (the worker stays paused while the cockpit holds it) and the error says why.
+debugpy resumes the worker whenever its client goes away, and the worker then fails its task. So the
+first thing a session does once the worker has stopped is to make it pause again after any
+disconnect: Ray's post-mortem hook calls `sys.excepthook` once the debugger lets the worker go, and the
+session points `sys.excepthook` at Ray's own `set_trace` for that one call ("armed"). From then on
+every way out (`d`, a peek ending, a dropped SSH link, the cockpit quitting or killed) leaves the
+worker paused and waiting for the next client, with the same exception. Only `release` disarms it
+first. An attach that the caller abandons half-way (Esc, quit) runs to its end on its own, shielded,
+so it is never cut between the stop and the arming; `settle` waits for those at exit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
-from collections.abc import Collection, Sequence
+import time
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cockpit.core.dap import DapClient, DapError, ExceptionDetails, Frame, Stopped
+from cockpit.core.dap import DapBusy, DapClient, DapClosed, DapError, ExceptionDetails, Frame, Stopped
 from cockpit.core.errors import CockpitError
-from cockpit.core.legacy_pdb import PdbConsole, PdbError, find_legacy
+from cockpit.core.legacy_pdb import PdbConsole, PdbError, exception_from_banner, find_legacy
 from cockpit.core.paused import (
+    RETRY_PEEK_SECONDS,
     ExceptionSummary,
     PausedCache,
     PausedListing,
@@ -43,18 +48,64 @@ import sys, ray.util.debugpy as rd
 def _cockpit_repause(*_args, _previous=sys.excepthook):
     sys.excepthook = _previous
     rd.set_trace(rd.POST_MORTEM_ERROR_UUID)
-sys.excepthook = _cockpit_repause
+if getattr(sys.excepthook, "__name__", "") != "_cockpit_repause":
+    sys.excepthook = _cockpit_repause
 """
 REPAUSE = f"exec({_REPAUSE_SOURCE!r}, {{}})"
-"""Run in the paused frame before a disconnect that must leave the worker paused (see the module doc);
-in a namespace of its own, so the frame's variables stay as they were."""
-REPAUSE_CHECK = "__import__('sys').excepthook.__name__"
+"""Run in the paused frame right after the stop: arms the pause-again hook (see the module doc), in a
+namespace of its own so the frame's variables stay as they were; arming twice is arming once."""
+_DISARM_SOURCE = """
+import sys
+if getattr(sys.excepthook, "__name__", "") == "_cockpit_repause":
+    sys.excepthook = sys.excepthook.__kwdefaults__["_previous"]
+"""
+DISARM = f"exec({_DISARM_SOURCE!r}, {{}})"
+"""Run before a release: the worker then goes on to fail its task as it would have."""
+REPAUSE_CHECK = "getattr(__import__('sys').excepthook, '__name__', '')"
+
+_IN_FLIGHT: set[asyncio.Future[Any]] = set()
+"""Attaches and closes that run on after their caller was cancelled (see `settle`)."""
+
+
+async def settle(timeout: float = 5.0) -> None:
+    """Wait (at most TIMEOUT seconds) for attaches that their callers abandoned: each ends with its
+    worker armed and left paused. Call before closing the connection they run over."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    # An attach that ends adds the close of its connection: wait for those too.
+    while (pending := [f for f in _IN_FLIGHT if not f.done()]) and loop.time() < deadline:
+        await asyncio.wait(pending, timeout=deadline - loop.time())
+
+
+def _keep(future: asyncio.Future[Any]) -> None:
+    _IN_FLIGHT.add(future)
+    future.add_done_callback(_IN_FLIGHT.discard)
+
+
+def _close_when_done(future: asyncio.Future[Any]) -> None:
+    """An abandoned attach that succeeded: drop its connection (the worker is armed: it pauses again)."""
+    if future.cancelled() or future.exception() is not None:
+        return
+    session: DebugSession = future.result()
+    _keep(asyncio.ensure_future(session.close()))
+
 
 _PKG = re.compile(r"^(?P<root>.*/_ray_pkg_[0-9a-f]+)/")
 
 
 class AttachError(CockpitError):
     """The worker could not be attached to (unreachable, busy, gone)."""
+
+    def __init__(self, message: str, busy: bool = False) -> None:
+        super().__init__(message)
+        self.busy = busy
+        """Another debugger client holds the worker, or its adapter did not answer yet: worth a retry."""
+
+
+CLOSE_SECONDS = 3.0
+"""How long a closing session waits for debugpy to take its goodbye."""
+BUSY_RETRIES = (0.5, 1.0, 1.5, 2.0, None)
+"""Waits between attaches refused because another client holds the worker (then it is said)."""
 
 
 async def open_stream(
@@ -94,30 +145,80 @@ class DebugSession:
     """The worker runs on this machine (a cluster reached without SSH on 127.0.0.1)."""
     ended: str = ""
     """Why the session is over ("released", "left paused", "the worker went away ..."); "" while open."""
+    armed: bool = False
+    """The worker pauses again whenever this session goes away (see the module doc)."""
 
     @classmethod
     async def attach(cls, connection: Connection | None, worker: PausedWorker) -> DebugSession:
-        """Attach to a worker paused in debugpy: the exception and the stack are read at once.
+        """Attach to a worker paused in debugpy and arm it (see the module doc); the exception and the
+        stack are read at once. Cancelling the caller does not cut the attach short (it is shielded and
+        ends with the worker left paused).
 
         Raises:
             AttachError: unreachable, another client holds it, or it went on before we got there.
         """
+        future = asyncio.ensure_future(cls._attach(connection, worker))
+        _keep(future)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            future.add_done_callback(_close_when_done)
+            raise
+
+    @classmethod
+    async def _attach(cls, connection: Connection | None, worker: PausedWorker) -> DebugSession:
+        for wait in BUSY_RETRIES:
+            try:
+                return await cls._attach_once(connection, worker)
+            except AttachError as exc:
+                # debugpy's adapter says "already being debugged" for a moment after the last client
+                # left (the worker pauses again faster than the adapter forgets that client), and while
+                # a peek of the watcher holds it: both let go within a second or two.
+                if not exc.busy:
+                    raise
+                if wait is None:
+                    if "'initialize'" in str(exc):
+                        raise AttachError(
+                            f"the debug adapter of {worker.label()} at {worker.address} does not answer "
+                            "(debugpy's adapter can hang after a client vanished without a goodbye): the "
+                            "worker stays paused but cannot be attached to; stop its job to end it."
+                        ) from None
+                    raise
+            await asyncio.sleep(wait)
+        raise AssertionError("unreachable")
+
+    @classmethod
+    async def _attach_once(cls, connection: Connection | None, worker: PausedWorker) -> DebugSession:
         reader, writer = await open_stream(connection, worker.ip, worker.port)
         client = DapClient(reader, writer, label=f"{worker.label()} at {worker.address}")
         try:
             stopped = await client.attach_post_mortem()
-            details = await client.exception_info(stopped.thread_id)
             frames = await client.stack(stopped.thread_id)
+            armed = await _arm(client, frames)
+            details = await client.exception_info(stopped.thread_id)
+        except DapBusy as exc:
+            await client.close()
+            raise AttachError(str(exc), busy=True) from None
         except DapError as exc:
             await client.close()
-            raise AttachError(str(exc)) from None
+            # No answer to `initialize`: nothing was asked of the worker yet, a new connection may work.
+            raise AttachError(str(exc), busy="'initialize'" in str(exc)) from None
+        except BaseException:
+            await client.close()
+            raise
         local = (
             connection is not None
             and connection.link is None
             and "//127.0.0.1:" in connection.client.base_url
         )
         return cls(
-            worker=worker, client=client, stopped=stopped, exception=details, frames=frames, local_files=local
+            worker=worker,
+            client=client,
+            stopped=stopped,
+            exception=details,
+            frames=frames,
+            local_files=local,
+            armed=armed,
         )
 
     @property
@@ -161,26 +262,34 @@ class DebugSession:
         """Disconnect and leave the worker paused, waiting for the next client (see the module doc).
 
         Raises:
-            AttachError: the worker could not be set to pause again; the session stays open.
+            AttachError: the worker could not be armed; the session stays open.
         """
-        frame = self.frames[0].id if self.frames else None
-        try:
-            await self.client.evaluate(REPAUSE, frame, context="repl")
-            check = await self.client.evaluate(REPAUSE_CHECK, frame, context="repl")
-        except DapError as exc:
+        if not self.armed:
+            self.armed = await _arm(self.client, self.frames)
+        if not self.armed:
             raise AttachError(
-                f"cannot leave the worker paused ({exc}); it stays attached here: release it with c."
-            ) from None
-        if "_cockpit_repause" not in check.value:
-            raise AttachError(
-                "cannot leave the worker paused (its Ray has no post-mortem hook to re-arm); "
-                "it stays attached here: release it with c."
+                "cannot leave the worker paused (its Ray has no post-mortem hook to re-arm); it stays "
+                "attached here: release it with c (quitting the cockpit releases it too)."
             )
         await self.client.detach()
         self.ended = "left paused"
 
     async def release(self) -> None:
-        """Let the worker go on: its task fails with the original error, as it would have without us."""
+        """Let the worker go on: its task fails with the original error, as it would have without us.
+
+        Raises:
+            AttachError: the worker could not be disarmed (it would only pause again); still attached.
+        """
+        frame = self.frames[0].id if self.frames else None
+        if self.armed:
+            try:
+                await self.client.evaluate(DISARM, frame, context="repl")
+                check = await self.client.evaluate(REPAUSE_CHECK, frame, context="repl")
+            except DapError as exc:
+                raise AttachError(f"cannot release the worker ({exc}).") from None
+            if "_cockpit_repause" in check.value:
+                raise AttachError("cannot release the worker: its pause-again hook stayed in place.")
+            self.armed = False
         try:
             await self.client.release(self.stopped.thread_id)
         finally:
@@ -188,25 +297,45 @@ class DebugSession:
             await self.client.close()
 
     async def close(self) -> None:
-        """Drop the connection (debugpy then lets the worker go on); for exits that cannot do better."""
+        """Leave (any exit path can call this): an armed worker pauses again. With a goodbye (DAP
+        `disconnect`) when there is time for one: debugpy's adapter can stop answering new clients
+        after one vanished without it (seen after a few such drops in a row)."""
+        if not self.client.closed:
+            with contextlib.suppress(DapError, asyncio.TimeoutError):
+                await asyncio.wait_for(self.client.detach(), CLOSE_SECONDS)
         await self.client.close()
         self.ended = self.ended or "closed"
 
 
+async def _arm(client: DapClient, frames: list[Frame]) -> bool:
+    """Arms the pause-again hook (see the module doc); False when this worker's Ray cannot be armed."""
+    frame = frames[0].id if frames else None
+    try:
+        await client.evaluate(REPAUSE, frame, context="repl")
+        check = await client.evaluate(REPAUSE_CHECK, frame, context="repl")
+    except DapClosed:
+        raise
+    except DapError:
+        return False
+    return "_cockpit_repause" in check.value
+
+
 async def peek(connection: Connection | None, worker: PausedWorker) -> ExceptionSummary:
-    """Attach, read the exception and where it was raised, leave the worker paused again.
+    """Attach, read the exception and where it was raised, and leave the worker paused again.
 
     Raises:
-        AttachError: as `DebugSession.attach`, or the worker could not be left paused (then it was
-            released: the caller says so).
+        AttachError: as `DebugSession.attach`; or the worker could not be armed, and since a debugpy
+            worker goes on as soon as its client leaves, it was released (the message says so).
     """
     session = await DebugSession.attach(connection, worker)
     summary = session.summary()
-    try:
-        await session.leave_paused()
-    except AttachError:
-        await session.release()
-        raise
+    if not session.armed:
+        await session.close()
+        raise AttachError(
+            f"{summary.one_line()}: looked at, and it could not be left paused (its Ray has no "
+            "post-mortem hook to re-arm), so it went on and its task failed."
+        )
+    await session.leave_paused()
     return summary
 
 
@@ -218,6 +347,10 @@ class LegacySession:
     console: PdbConsole
     banner: str
 
+    def summary(self) -> ExceptionSummary | None:
+        """Where pdb stopped and the raise it stopped on, from its first screen (None if not a raise)."""
+        return exception_from_banner(self.banner)
+
     @classmethod
     async def attach(
         cls, connection: Connection | None, worker: PausedWorker, head_node_id: str
@@ -225,6 +358,16 @@ class LegacySession:
         host = "127.0.0.1" if worker.host in ("localhost", "127.0.0.1", "") else worker.host
         local_socket = host == "127.0.0.1"
         via = worker.ip if local_socket and worker.node_id != head_node_id else None
+        over_ssh = connection is not None and connection.link is not None
+        on_this_machine = (
+            connection is not None and not over_ssh and "//127.0.0.1:" in connection.client.base_url
+        )
+        if local_socket and not over_ssh and not on_this_machine:
+            # This machine's 127.0.0.1 is not the worker's: another user's port could be there.
+            raise AttachError(
+                f"the pdb session listens on {worker.ip}'s 127.0.0.1, which only SSH to that node can "
+                "reach: connect with an SSH TARGET, or start the cluster with --ray-debugger-external."
+            )
         try:
             reader, writer = await open_stream(connection, host, worker.port, via=via)
         except AttachError as exc:
@@ -240,6 +383,9 @@ class LegacySession:
         except PdbError as exc:
             await console.close()
             raise AttachError(str(exc)) from None
+        except BaseException:  # cancelled (Esc while attaching): a held socket would block the worker
+            await console.close()
+            raise
         return cls(worker=worker, console=console, banner=banner)
 
 
@@ -274,6 +420,7 @@ async def discover(
     jobs: Sequence[JobRow] | None = None,
     legacy: bool = True,
     skip: Collection[str] = (),
+    node_ips: Mapping[str, str] | None = None,
 ) -> PausedListing:
     """Every paused worker, debugpy and legacy, with what each raised where that can be learnt.
 
@@ -284,7 +431,14 @@ async def discover(
     client = connection.client
     listing = await find_paused(client, cache)
     if peek_new:
-        unknown = [w for w in listing.workers if w.exception is None and not w.note and w.key not in skip]
+        now = time.time()
+        unknown = [
+            w
+            for w in listing.workers
+            if w.exception is None
+            and w.key not in skip
+            and (not w.note or now - w.note_at > RETRY_PEEK_SECONDS)
+        ]
         limit = asyncio.Semaphore(PEEK_CONCURRENCY)
 
         async def look(worker: PausedWorker) -> None:
@@ -292,15 +446,17 @@ async def discover(
                 try:
                     summary = await peek(connection, worker)
                 except AttachError as exc:
-                    cache.learn(replace(worker, note=str(exc)))
+                    cache.learn(replace(worker, note=str(exc), note_at=time.time()))
                     return
-            cache.learn(replace(worker, exception=summary))
+            cache.learn(replace(worker, exception=summary, note=""))
 
         await asyncio.gather(*(look(w) for w in unknown))
     workers = [cache.known.get(w.key, w) for w in listing.workers]
-    if legacy:
+    if not legacy:  # the legacy sessions found last time stand until the next search
+        workers.extend(w for w in cache.known.values() if w.mode == "legacy")
+    else:
         job_rows = jobs if jobs is not None else await client.jobs()
-        found = await find_legacy(client, job_rows)
+        found = await find_legacy(client, job_rows, node_ips)
         for worker in found:
             known = cache.known.get(worker.key)
             cache.learn(replace(worker, since=known.since, exception=known.exception) if known else worker)

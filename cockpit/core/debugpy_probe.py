@@ -34,6 +34,8 @@ FIX = (
     "install it in the cluster's Python (pip install 'debugpy>=1.8') or add `debugpy>=1.8` to the "
     "profile's runtime_env pip list; without it the job fails instead of pausing"
 )
+PYTHON_ENV_KEYS = ("pip", "uv", "conda", "py_executable", "image_uri", "container")
+"""The runtime_env keys that decide which Python (and packages) the workers run."""
 _VERSION = re.compile(r"COCKPIT_DEBUGPY (\d+)\.(\d+)\S*")
 _PY = re.compile(r"(^|/)python[0-9.]*$")
 
@@ -103,12 +105,19 @@ async def debugpy_check(
         return Check(CHECK_NAME, "ok", "runtime_env installs debugpy")
     python = interpreter_of(entrypoint)
     job = f"cockpit-debugpy-probe-{uuid.uuid4().hex[:8]}"
-    request = {
+    request: dict[str, Any] = {
         "entrypoint": f"{shlex.quote(python)} -c {shlex.quote(PROBE_CODE)}",
         "submission_id": job,
         "entrypoint_num_cpus": 0,
         "metadata": {"cockpit": "debugpy probe (deleted when done)"},
     }
+    # The Python the job's workers will run: the same interpreter-defining parts of its runtime_env
+    # (its own pip or conda environment, interpreter, container). Building one takes a while the first
+    # time (Ray caches it for the job that follows).
+    python_env = {key: env[key] for key in PYTHON_ENV_KEYS if key in env}
+    if python_env:
+        request["runtime_env"] = python_env
+        timeout = max(timeout, 600.0)
     try:
         await client.submit_job(request)
     except CockpitError as exc:

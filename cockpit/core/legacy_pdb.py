@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cockpit.core.errors import CockpitError
@@ -28,9 +28,13 @@ if TYPE_CHECKING:
     from cockpit.core.ray_api import DashboardClient
 
 SESSION_LINE = re.compile(r"RemotePdb session open at (?P<host>[^\s,]+):(?P<port>\d+)\b")
+ACCEPTED = "RemotePdb accepted connection from"
 PROMPT = b"(Pdb) "
 TAIL_LINES = 30
 """How much of each worker's stderr is read: the session line is among its last lines while it waits."""
+MAX_READS = 64
+"""Stderr files read per search at most. With more running tasks, each search starts further along
+the list, so all of them are read over a few searches (256 tasks: 4)."""
 MAX_OUTPUT = 4 * 1024 * 1024
 """A console answer larger than this is cut (a `p` of a huge object must not fill the memory)."""
 
@@ -43,11 +47,16 @@ class PdbError(CockpitError):
 
 
 def session_address(text: str) -> tuple[str, int] | None:
-    """The last `RemotePdb session open at HOST:PORT` in TEXT, or None."""
+    """The last `RemotePdb session open at HOST:PORT` in TEXT, unless a client was accepted after it
+    (`RemotePdb accepted connection from ...`: that session is taken); else None."""
     found = None
+    end = 0
     for match in SESSION_LINE.finditer(text):
         port = int(match.group("port"))
         found = (match.group("host"), port) if 0 < port < 65536 else None
+        end = match.end()
+    if found is not None and ACCEPTED in text[end:]:
+        return None
     return found
 
 
@@ -56,25 +65,26 @@ def worker_err_file(worker_id: str, job_id: str, pid: int) -> str:
     return f"worker-{worker_id}-{job_id}-{pid}.err"
 
 
-async def find_legacy(client: DashboardClient, jobs: Sequence[JobRow]) -> tuple[PausedWorker, ...]:
+async def find_legacy(
+    client: DashboardClient, jobs: Sequence[JobRow], node_ips: Mapping[str, str] | None = None
+) -> tuple[PausedWorker, ...]:
     """Legacy pdb sessions waiting for a client, in the RUNNING jobs that use the legacy debugger.
 
-    Costs nothing for other jobs. For each such job: one task list, one worker list, and a short read of
-    each running task's stderr file.
+    Costs nothing for other jobs. For each such job: one task list (RUNNING tasks, which carry their
+    worker's pid), and a short read of each running task's stderr file, at most `MAX_READS` a call.
+    `node_ips`: node id to IP (from the node table the caller has); asked for when not given.
     """
     legacy = [j for j in jobs if j.status == "RUNNING" and j.debugger == "legacy" and j.job_id]
     if not legacy:
         return ()
-    workers = await client.workers(filters=[("is_alive", "=", "true")], limit=10_000)
-    pids = {w.worker_id: w for w in workers.rows}
-    found: list[PausedWorker] = []
+    if node_ips is None:
+        node_ips = {n.node_id: n.ip for n in (await client.node_table()).rows}
     limit = asyncio.Semaphore(4)
 
     async def probe(task: TaskRow) -> PausedWorker | None:
-        worker = pids.get(task.worker_id)
-        if worker is None or worker.pid is None:
+        if task.worker_pid is None:
             return None
-        name = worker_err_file(task.worker_id, task.job_id, worker.pid)
+        name = worker_err_file(task.worker_id, task.job_id, task.worker_pid)
         async with limit:
             try:
                 text = await client.log_file(node_id=task.node_id, filename=name, lines=TAIL_LINES)
@@ -88,8 +98,8 @@ async def find_legacy(client: DashboardClient, jobs: Sequence[JobRow]) -> tuple[
             mode="legacy",
             worker_id=task.worker_id,
             node_id=task.node_id,
-            ip=worker.ip,
-            pid=worker.pid,
+            ip=node_ips.get(task.node_id, ""),
+            pid=task.worker_pid,
             port=port,
             host=host,
             job_id=task.job_id,
@@ -99,11 +109,19 @@ async def find_legacy(client: DashboardClient, jobs: Sequence[JobRow]) -> tuple[
             since=time.time(),
         )
 
+    found: list[PausedWorker] = []
+    reads = 0
     for job in legacy:
         tasks = await client.tasks(
             filters=[("job_id", "=", job.job_id), ("state", "=", "RUNNING")], limit=1000
         )
-        for result in await asyncio.gather(*(probe(t) for t in tasks.rows if t.worker_id)):
+        running = sorted((t for t in tasks.rows if t.worker_id), key=lambda t: t.task_id)
+        if len(running) > MAX_READS:
+            start = int(time.time() // 10) * MAX_READS % len(running)
+            running = running[start:] + running[:start]
+        running = running[: max(0, MAX_READS - reads)]
+        reads += len(running)
+        for result in await asyncio.gather(*(probe(t) for t in running)):
             if result is not None:
                 found.append(result)
     return tuple(found)
@@ -159,9 +177,11 @@ class PdbConsole:
                 chunk = await asyncio.wait_for(self._reader.read(65536), left)
             except asyncio.TimeoutError:
                 continue
-            except OSError as exc:
+            except Exception as exc:  # OSError, or asyncssh's ConnectionLost (not an OSError)
                 self.closed = True
-                raise PdbError(f"the pdb session at {self.label} dropped ({exc}).") from None
+                raise PdbError(
+                    f"the pdb session at {self.label} dropped ({exc or type(exc).__name__})."
+                ) from None
             if not chunk:
                 self.closed = True
                 if data:
@@ -179,10 +199,16 @@ class PdbConsole:
         if self.closed:
             raise PdbError(f"the pdb session at {self.label} is closed.")
         command = line.replace("\r", " ").replace("\n", " ")
-        self._writer.write(command.encode() + b"\n")
-        drain = getattr(self._writer, "drain", None)
-        if drain is not None:
-            await drain()
+        try:
+            self._writer.write(command.encode("utf-8", "replace") + b"\n")
+            drain = getattr(self._writer, "drain", None)
+            if drain is not None:
+                await drain()
+        except Exception as exc:  # the worker went away: BrokenPipe, reset, asyncssh's errors
+            self.closed = True
+            raise PdbError(
+                f"the pdb session at {self.label} dropped ({exc or type(exc).__name__})."
+            ) from None
         if command.strip() in ("c", "cont", "continue", "q", "quit", "exit"):
             return await self._rest(timeout=5.0)
         return await self._until_prompt(timeout)

@@ -335,11 +335,14 @@ def task_row(row: Mapping[str, Any]) -> TaskRow:
         worker_id=as_str(row.get("worker_id")),
         error_type=as_str(row.get("error_type")),
         error_message=as_str(row.get("error_message")),
+        worker_pid=as_opt_int(row.get("worker_pid")),
     )
 
 
 def worker_row(row: Mapping[str, Any]) -> WorkerRow:
     port = as_opt_int(row.get("debugger_port"))
+    if port is not None and not 0 < port < 65536:
+        port = None
     return WorkerRow(
         worker_id=as_str(row.get("worker_id")),
         worker_type=as_str(row.get("worker_type")),

@@ -30,7 +30,8 @@ MAX_PAUSED = 1000
 LOOKUP_CONCURRENCY = 4
 """Task lookups in flight at once for newly paused workers (bounded load on the head)."""
 
-_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+RETRY_PEEK_SECONDS = 30.0
+_NUMBER = re.compile(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +78,8 @@ class PausedWorker:
     exception: ExceptionSummary | None = None
     note: str = ""
     """Why the exception is not known (peek failed, another client holds it ...)."""
+    note_at: float = 0.0
+    """When the note was written: a failed peek is tried again after `RETRY_PEEK_SECONDS`."""
 
     @property
     def key(self) -> str:

@@ -235,6 +235,7 @@ class TaskRow:
     worker_id: str
     error_type: str = ""
     error_message: str = ""
+    worker_pid: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,9 +14,11 @@ from cockpit.core.logs import strip_ansi
 REPLACEMENT = "\ufffd"
 """What a control character shows as: one character for one, so offsets into the text stay valid."""
 
-CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 """What must not reach the terminal, tab aside: C0, DEL, C1 (U+0080-U+009F: a terminal may read U+009B as
-CSI), the line and paragraph separators, and lone surrogates (str holds them, UTF-8 cannot write them)."""
+CSI), the line and paragraph separators, the bidirectional overrides and isolates (U+202A-U+202E,
+U+2066-U+2069: they reorder what follows, so a name could show as something else), and lone
+surrogates (str holds them, UTF-8 cannot write them)."""
 
 _SPACES = re.compile("[\t\n\u2028\u2029]")
 """Whitespace that would break a one-line label: shown as a space."""

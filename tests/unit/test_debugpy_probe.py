@@ -10,7 +10,7 @@ import json
 import pytest
 
 from cockpit.core.dap import Frame
-from cockpit.core.debug_session import REPAUSE, REPAUSE_CHECK, vscode_attach
+from cockpit.core.debug_session import DISARM, REPAUSE, REPAUSE_CHECK, vscode_attach
 from cockpit.core.debugpy_probe import FIX, _declares_debugpy, interpreter_of, verdict
 
 # -- interpreter_of --------------------------------------------------------------------------------
@@ -208,11 +208,45 @@ def test_repause_source_defines_and_installs_the_hook() -> None:
     first = hook.body[0]
     assert isinstance(first, ast.Assign)
     assert ast.unparse(first.targets[0]) == "sys.excepthook"
-    last = module.body[-1]
-    assert isinstance(last, ast.Assign)
-    assert ast.unparse(last.targets[0]) == "sys.excepthook"
-    assert ast.unparse(last.value) == "_cockpit_repause"
+    last = module.body[-1]  # installed only when not installed already: arming twice is arming once
+    assert isinstance(last, ast.If) and "_cockpit_repause" in ast.unparse(last.test)
+    assert ast.unparse(last.body[0]) == "sys.excepthook = _cockpit_repause"
     assert "set_trace" in ast.unparse(hook)
+
+
+def test_repause_arms_once_pauses_once_and_disarm_puts_the_hook_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """REPAUSE and DISARM run as the worker runs them, against a stand-in for `ray.util.debugpy`."""
+    import sys
+    import types
+
+    calls: list[str] = []
+    fake = types.ModuleType("ray.util.debugpy")
+    fake.POST_MORTEM_ERROR_UUID = "post_mortem_error_uuid"  # type: ignore[attr-defined]
+    fake.set_trace = calls.append  # type: ignore[attr-defined]
+    util = types.ModuleType("ray.util")
+    util.debugpy = fake  # type: ignore[attr-defined]
+    ray = types.ModuleType("ray")
+    ray.util = util  # type: ignore[attr-defined]
+    for name, module in (("ray", ray), ("ray.util", util), ("ray.util.debugpy", fake)):
+        monkeypatch.setitem(sys.modules, name, module)
+
+    def original(*_args: object) -> None:
+        calls.append("original")
+
+    monkeypatch.setattr(sys, "excepthook", original)
+    frame_locals: dict[str, object] = {"x": 1}
+    eval(REPAUSE, {}, frame_locals)
+    eval(REPAUSE, {}, frame_locals)  # armed twice: still one hook over the original
+    assert frame_locals == {"x": 1}  # the frame's variables are untouched
+    assert eval(REPAUSE_CHECK) == "_cockpit_repause"
+    sys.excepthook(ValueError, ValueError("boom"), None)  # what Ray calls once the debugger lets go
+    assert calls == ["post_mortem_error_uuid"]  # paused again, once
+    assert sys.excepthook is original  # and the original is back for the next time
+
+    eval(REPAUSE, {}, {})
+    eval(DISARM, {}, {})  # a release: the worker goes on to fail as it would have
+    assert sys.excepthook is original
+    assert eval(REPAUSE_CHECK) == "original"
 
 
 def test_repause_check_reads_the_hook_name() -> None:

@@ -95,6 +95,16 @@ def test_session_address_refuses_a_bogus_port(port: str) -> None:
     assert session_address(f"RemotePdb session open at localhost:{port}, use 'ray debug'") is None
 
 
+def test_a_session_taken_by_a_client_is_not_listed() -> None:
+    taken = f"{SESSION_LINE}\nRemotePdb accepted connection from ('127.0.0.1', 51234).\n"
+    assert session_address(taken) is None
+    # A later pause of the same worker opens a new session: that one counts.
+    assert session_address(taken + "RemotePdb session open at localhost:40001, use 'ray debug'") == (
+        "localhost",
+        40001,
+    )
+
+
 def test_worker_err_file() -> None:
     assert worker_err_file(TASK_WORKER, "03000000", 9682) == f"worker-{TASK_WORKER}-03000000-9682.err"
 
@@ -206,8 +216,9 @@ async def test_find_legacy_reads_the_err_file_of_each_running_task() -> None:
         job("RUNNING", "02000000", None),  # the default debugger: costs nothing
         job("FAILED", "01000000", "legacy"),  # over: costs nothing
     ]
-    found = await find_legacy(client, jobs)  # type: ignore[arg-type]
+    found = await find_legacy(client, jobs, {NODE: "192.0.2.2"})  # type: ignore[arg-type]
 
+    assert client.asked("workers") == []  # the task rows carry their worker's pid: no worker list
     job_filters = [f for call in client.asked("tasks") for f in call if f[0] == "job_id"]
     assert job_filters == [("job_id", "=", "03000000")]
     assert sorted(client.asked("log_file")) == sorted([(NODE, TASK_ERR), (NODE, ACTOR_ERR)])
@@ -233,7 +244,8 @@ async def test_find_legacy_without_legacy_jobs_asks_nothing() -> None:
 
 async def test_find_legacy_without_the_line_or_the_file_finds_nothing() -> None:
     client = FakeDashboard({(NODE, TASK_ERR): "Ray debugger is listening on 192.0.2.2:58565\n"})
-    found = await find_legacy(client, [job("RUNNING", "03000000", "legacy")])  # type: ignore[arg-type]
+    jobs = [job("RUNNING", "03000000", "legacy")]
+    found = await find_legacy(client, jobs, {NODE: "192.0.2.2"})  # type: ignore[arg-type]
     assert found == ()
     assert len(client.asked("log_file")) == 2  # the actor's file is missing: NotFound is not an error
 

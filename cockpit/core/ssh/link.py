@@ -93,6 +93,8 @@ class SshLink:
         self._conns: list[asyncssh.SSHClientConnection] = []
         self._node_conns: dict[str, asyncssh.SSHClientConnection] = {}
         """Connections to other cluster nodes, tunnelled through the head (high-resolution GPU mode)."""
+        self._channel_conns: dict[str, asyncssh.SSHClientConnection] = {}
+        """Connections to other nodes for channels (legacy pdb consoles); closed with the link."""
         self._dir = Path(tempfile.mkdtemp(prefix="cockpit-"))
         os.chmod(self._dir, 0o700)
         # Removed by close(); this also covers an exit that skips it (an uncaught error, sys.exit).
@@ -279,9 +281,10 @@ class SshLink:
         for listener in self._listeners:
             listener.close()
         self._listeners = []
-        for node_conn in self._node_conns.values():
+        for node_conn in (*self._node_conns.values(), *self._channel_conns.values()):
             node_conn.close()
         self._node_conns = {}
+        self._channel_conns = {}
         for conn in reversed(self._conns):
             conn.close()
         self._conns = []
@@ -302,7 +305,7 @@ class SshLink:
     ) -> tuple[asyncssh.SSHReader[bytes], asyncssh.SSHWriter[bytes]]:
         """A byte stream to host:port as seen from the head, or from node `via` (reached through the head
         as `start_process` does): direct-tcpip, no local listener."""
-        conn = await self._node_connection(via)
+        conn = await self._node_connection(via, self._channel_conns)
         try:
             return await conn.open_connection(host, port, encoding=None)
         except asyncssh.ChannelOpenError as exc:
@@ -321,16 +324,21 @@ class SshLink:
         self._listeners.append(listener)
         return listener.get_port(), listener.close
 
-    async def _node_connection(self, host: str | None) -> asyncssh.SSHClientConnection:
+    async def _node_connection(
+        self, host: str | None, pool: dict[str, asyncssh.SSHClientConnection] | None = None
+    ) -> asyncssh.SSHClientConnection:
+        """The head's connection, or one to node HOST through it, kept in POOL (the GPU agents' by
+        default; channels keep their own, so closing the agents does not cut a debugger console)."""
         if not self._conns:
             raise SshError(f"no SSH connection to {self.target.host} right now ({self.status.describe()}).")
         conn = self._conns[-1]
         if host is None:
             return conn
-        node_conn = self._node_conns.get(host)
+        pool = self._node_conns if pool is None else pool
+        node_conn = pool.get(host)
         if node_conn is None or node_conn.is_closed():
             node_conn = await self._connect_hop(Hop(host=host), conn, node=True)
-            self._node_conns[host] = node_conn
+            pool[host] = node_conn
         return node_conn
 
     async def start_process(self, command: str, host: str | None = None) -> asyncssh.SSHClientProcess[str]:
