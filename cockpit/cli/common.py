@@ -33,8 +33,10 @@ EXIT_BROKEN_PIPE = 141
 
 
 def err(message: str) -> None:
-    """One line on stderr, as every failure is reported."""
-    say(f"cockpit: {message}", sys.stderr)
+    """One line on stderr, as every failure is reported (cleaned: errors quote cluster text)."""
+    from cockpit.core.text import clean
+
+    say(f"cockpit: {clean(message)}", sys.stderr)
 
 
 def say(message: str, stream: TextIO | None = None) -> None:

@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from cockpit.cli.common import EXIT_OK, add_connect_options, connect_options, say
@@ -39,7 +40,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     add_connect_options(p)
     p.add_argument("--json", action="store_true", help="machine-readable list")
-    p.add_argument("--attach", type=int, metavar="N", help="open a console on session N of the list")
+    p.add_argument(
+        "--attach",
+        metavar="N",
+        help="open a console on session N of the list (or the worker whose id starts with N)",
+    )
     p.add_argument(
         "--no-peek",
         action="store_true",
@@ -48,33 +53,56 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.set_defaults(handler=debug)
 
 
+def numbered(workers: Iterable[PausedWorker]) -> list[PausedWorker]:
+    """The sessions in the order `cockpit debug` numbers them: stable from one run to the next (by job,
+    task and worker id, not by what a peek learnt), so `--attach N` finds the worker that was listed."""
+    return sorted(workers, key=lambda w: (w.mode != "debugpy", w.job_id, w.task_name, w.worker_id, w.port))
+
+
+def chosen(workers: list[PausedWorker], attach: str) -> PausedWorker:
+    from cockpit.core.errors import CockpitError
+
+    if not workers:
+        raise CockpitError("no worker is paused in the debugger.")
+    if attach.isdigit() and len(attach) <= 4:
+        if not 1 <= int(attach) <= len(workers):
+            raise CockpitError(f"--attach takes 1..{len(workers)} (the numbers `cockpit debug` lists).")
+        return workers[int(attach) - 1]
+    matches = [w for w in workers if w.worker_id.startswith(attach.lower())]
+    if len(matches) != 1:
+        raise CockpitError(
+            f"--attach {attach}: {'no' if not matches else len(matches)} paused worker ids start so; give "
+            "a number from `cockpit debug` or a longer worker id."
+        )
+    return matches[0]
+
+
 def debug(args: argparse.Namespace) -> int:
     from cockpit.core.connection import open_connection
-    from cockpit.core.debug_session import discover
-    from cockpit.core.errors import CockpitError
-    from cockpit.core.paused import PausedCache, group_paused
+    from cockpit.core.debug_session import discover, settle
+    from cockpit.core.paused import PausedCache
     from cockpit.core.targets import parse_target
 
     target = parse_target(args.target)
 
     async def run() -> int:
         async with open_connection(target, connect_options(args)) as connection:
-            listing = await discover(connection, PausedCache(), peek_new=not args.no_peek)
-            # Numbered group by group, so members of one group are next to each other.
-            ordered = [w for group in group_paused(listing.workers) for w in group.members]
-            if args.attach is None:
-                print_sessions(ordered, listing.total_paused, args.json)
+            try:
+                # --attach does not peek: it attaches to one worker, and learns its exception so.
+                peek = not args.no_peek and args.attach is None
+                listing = await discover(connection, PausedCache(), peek_new=peek)
+                ordered = numbered(listing.workers)
+                if args.attach is None:
+                    print_sessions(ordered, listing.total_paused, args.json)
+                    return EXIT_OK
+                worker = chosen(ordered, args.attach)
+                if worker.mode == "legacy":
+                    await legacy_console(connection, worker)
+                else:
+                    await dap_console(connection, worker)
                 return EXIT_OK
-            if not ordered:
-                raise CockpitError("no worker is paused in the debugger.")
-            if not 1 <= args.attach <= len(ordered):
-                raise CockpitError(f"--attach takes 1..{len(ordered)} (the numbers `cockpit debug` lists).")
-            worker = ordered[args.attach - 1]
-            if worker.mode == "legacy":
-                await legacy_console(connection, worker)
-            else:
-                await dap_console(connection, worker)
-            return EXIT_OK
+            finally:
+                await settle(5)  # an attach cut short (Ctrl+C) ends armed: its worker stays paused
 
     return asyncio.run(run())
 
@@ -102,18 +130,17 @@ def print_sessions(workers: list[PausedWorker], total: int, as_json: bool) -> No
     if not workers:
         print("no worker is paused in the debugger")
         return
-    n = 0
     for group in groups:
         exc = group.exception
         head = clean(exc.one_line())[:160] if exc else "(exception not known: attach to see it)"
         where = f"  at {clean(exc.where)}" if exc and exc.where else ""
         print(f"{len(group.members)} x {head}{where}")
         for worker in group.members:
-            n += 1
             mode = " [legacy pdb]" if worker.mode == "legacy" else ""
+            number = workers.index(worker) + 1
             print(
-                f"  {n:>3}  {clean(worker.label())[:60]}  job {clean(worker.job_id)}  "
-                f"node {clean(worker.ip)}{mode}"
+                f"  {number:>3}  {clean(worker.label())[:60]}  job {clean(worker.job_id)}  "
+                f"node {clean(worker.ip)}  worker {worker.worker_id[:12]}{mode}"
             )
             if worker.note:
                 print(f"       {clean(worker.note)[:200]}")
@@ -143,18 +170,18 @@ async def dap_console(connection: Connection, worker: PausedWorker) -> None:
     try:
         while session.open:
             line = await _read_line("(cockpit-pdb) ")
-            if line is None:
-                line = "q"
-            out = await console.run(line)
+            out = await console.run("q" if line is None else line)
             if out:
                 say(out)
+            if line is None and session.open:  # end of input and the worker could not be left paused
+                await session.close()
     except (KeyboardInterrupt, asyncio.CancelledError):
         if session.open:
             try:
                 await session.leave_paused()
                 say("detached; the worker stays paused")
             except AttachError as exc:
-                say(str(exc))
+                say(clean(str(exc)))
                 await session.close()
         raise
 
@@ -204,12 +231,14 @@ class DapConsole:
                 return await self.listing()
             if command == "locals":
                 return await self.locals()
-            if command in ("p", "pp") and rest:
+            if command == "pp" and rest:
+                pretty = await self._pretty(rest)
+                if pretty is not None:
+                    return _lines(pretty)
+                command = "p"  # pformat failed (e.g. a syntax error): p says why
+            if command == "p" and rest:
                 value = await self.session.client.evaluate(rest, self._frame_id(), context="repl")
-                text = value.value
-                if command == "pp":
-                    text = await self._pretty(rest) or text
-                return _lines(text)
+                return _lines(value.value)
             if command in ("c", "cont", "continue"):
                 await self.session.release()
                 return "released: the worker goes on and its task fails with the original error"
@@ -290,6 +319,9 @@ async def legacy_console(connection: Connection, worker: PausedWorker) -> None:
     head = await _head_node_id(connection)
     say(f"attaching to the pdb session of {clean(worker.label())} ...")
     session: LegacySession = await LegacySession.attach(connection, worker, head)
+    summary = session.summary()
+    if summary is not None:
+        say(clean(f"{summary.one_line()}  at {summary.where}"))
     say(_lines(session.banner.rstrip()))
     try:
         while not session.console.closed:

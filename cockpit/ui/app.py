@@ -21,6 +21,7 @@ from textual.binding import Binding, BindingType
 from textual.worker import Worker, WorkerState
 
 from cockpit.core.connection import Connection, ConnectOptions
+from cockpit.core.debug_session import settle
 from cockpit.core.errors import CockpitError
 from cockpit.core.layouts import load_layout
 from cockpit.core.ray_api import DashboardClient
@@ -159,6 +160,11 @@ class CockpitApp(App[int]):
         self.high_res.stop()
         self.paused_feed.stop()
         await self._leave_held_session()
+        for _label, _port, close in self.state.paused.forwards:
+            close()
+        # Attaches cut short by the exit (a peek, an attach under way) run on, shielded, until their
+        # worker is armed to pause again; the connection they use is closed only after them.
+        await settle(5)
         await self.cluster_feed.close()
 
     async def _leave_held_session(self) -> None:

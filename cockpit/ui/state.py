@@ -11,6 +11,7 @@ with `host_of(self.app)`, typed by the protocol, so no screen imports `cockpit.u
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
@@ -21,7 +22,7 @@ from cockpit.core.actors import ActorList
 from cockpit.core.gpu_board import GpuBoard, GpuFleet
 from cockpit.core.join import JoinProgress
 from cockpit.core.layouts import Layout
-from cockpit.core.paused import PausedGroup, PausedWorker
+from cockpit.core.paused import PausedCache, PausedGroup, PausedWorker
 from cockpit.core.pending import PendingReport
 from cockpit.core.snapshots import ActorRow, ClusterInfo, ClusterSnapshot, JobRow
 from cockpit.core.targets import Target
@@ -109,6 +110,10 @@ class Paused:
     """The key of the worker a debug session of this cockpit holds ("" when none)."""
     session: DebugSession | None = None
     """That session: left paused (or closed) when the app ends."""
+    cache: PausedCache = field(default_factory=PausedCache)
+    """What was learnt of each paused worker (task, exception), kept between polls; sessions add to it."""
+    forwards: list[tuple[str, int, Callable[[], None]]] = field(default_factory=list)
+    """Loopback ports opened for VS Code (`v`): label, port, and how to close it."""
 
 
 @dataclass

@@ -68,7 +68,10 @@ async def test_paused_worker_attach_evaluate_detach_release(
         assert frames.option_count >= 2 and "generate" in str(frames.get_option_at_index(0).prompt)
         await until(pilot, lambda: "NaN in logits" in rendered(session_screen.query_one("#dbg-source")))
         tree = session_screen.query_one("#dbg-vars", Tree)
-        await until(pilot, lambda: any("step" in str(n.label) for n in tree.root.children[0].children))
+        await until(
+            pilot,
+            lambda: any("step" in str(n.label) for scope in tree.root.children[:1] for n in scope.children),
+        )
 
         await pilot.press("e", *"step * 10", "enter")
         output = session_screen.query_one("#dbg-output", Log)

@@ -3,8 +3,8 @@
 Cost on the head: one filtered request (`/api/v0/workers`, `num_paused_threads != 0`, filtered in the
 GCS) every 10 s while connected, every 5 s while the Debugger screen is shown; one task lookup and one
 peek (a short debugger attach that reads the exception and leaves the worker paused) per newly paused
-worker. Legacy pdb sessions are looked for only while the Debugger screen is shown, and only in running
-jobs that set `RAY_DEBUG=legacy`.
+worker. Legacy pdb sessions are looked for only while the Debugger screen is shown, every 15 s, only in
+running jobs that set `RAY_DEBUG=legacy` (a short read of each running task's stderr, at most 64).
 
 A worker seen paused for the first time rings the bell and raises a banner on any screen.
 """
@@ -15,7 +15,7 @@ import time
 from typing import TYPE_CHECKING
 
 from cockpit.core.errors import CockpitError
-from cockpit.core.paused import PausedCache, group_paused
+from cockpit.core.paused import group_paused
 from cockpit.ui.feeds import start_worker
 from cockpit.ui.state import CockpitState, StateChanged
 from cockpit.ui.widgets.safe_text import clean
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 WATCH_SECONDS = 10.0
 SHOWN_SECONDS = 5.0
 ANNOUNCE_MEMORY_SECONDS = 60.0
+LEGACY_SECONDS = 15.0
+"""Legacy sessions are searched at most this often (a read of each running task's stderr file)."""
 
 
 class PausedFeed:
@@ -40,11 +42,11 @@ class PausedFeed:
         self.app = app
         self.state = state
         self.connection = connection
-        self.cache = PausedCache()
         self._timer: Timer | None = None
         self._busy = False
         self._started = False
         self._announced: dict[str, float] = {}
+        self._legacy_at = 0.0
 
     def start(self) -> None:
         self._started = True
@@ -83,13 +85,22 @@ class PausedFeed:
             if state.connection.phase != "connected" or state.snapshot is None:
                 return
             shown = state.needs("paused")
+            now = time.time()
+            legacy = shown and now - self._legacy_at >= LEGACY_SECONDS
+            if legacy:
+                self._legacy_at = now
             skip = (state.paused.attached,) if state.paused.attached else ()
             try:
                 from cockpit.core.debug_session import discover
 
                 connection = await self.connection()
                 listing = await discover(
-                    connection, self.cache, jobs=state.snapshot.jobs, legacy=shown, skip=skip
+                    connection,
+                    state.paused.cache,
+                    jobs=state.snapshot.jobs,
+                    legacy=legacy,
+                    skip=skip,
+                    node_ips={n.node_id: n.ip for n in state.snapshot.nodes},
                 )
             except CockpitError as exc:
                 state.paused.error = str(exc)

@@ -10,7 +10,9 @@ Everything the worker sends is shown as text, never as markup.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
@@ -139,18 +141,24 @@ class DebugSessionScreen(Screen[None]):
         from cockpit.core.debug_session import DebugSession
 
         host = host_of(self.app)
+        paused = host.state.paused
+        paused.attached = self.worker.key  # before attaching: the watcher's peeks keep off this worker
         try:
             connection = await host.connection()
-            session = await DebugSession.attach(connection, self.worker)
+            session = await DebugSession.attach(connection, self.worker)  # waits out a peek under way
         except CockpitError as exc:
+            paused.attached = ""
             self.query_one("#dbg-exception", Static).update(
                 Text.assemble(plain("cannot attach: ", "bold red"), plain(str(exc)), "\nEsc: back")
             )
             return
+        except BaseException:
+            paused.attached = ""
+            raise
         self.session = session
-        host.state.paused.session = session
-        host.state.paused.attached = self.worker.key
+        paused.session = session
         summary = session.summary()
+        paused.cache.learn(replace(self.worker, exception=summary, note=""))
         header = Text.assemble(
             plain(summary.one_line()[:300], "bold red"),
             plain(f"  at {summary.where}" if summary.where else "", "cyan"),
@@ -195,7 +203,8 @@ class DebugSessionScreen(Screen[None]):
         frame = session.frames[index]
         text = await session.source(frame.path, frame.source_reference)
         view = self.query_one("#dbg-source", Static)
-        self.query_one("#dbg-source-box").border_title = clean(frame.path)[-70:]
+        # A Text, not a str: a str border title is read as markup, and the path came from the worker.
+        self.query_one("#dbg-source-box").border_title = Text(clean(frame.path)[-70:])
         if text is None:
             view.update(plain(f"(source of {frame.path} is not available)", "dim"))
             return
@@ -365,8 +374,11 @@ class DebugSessionScreen(Screen[None]):
             await session.release()
         except CockpitError as exc:
             self.notify(clean(f"release: {exc}"), severity="error", markup=False)
+            if session.open:
+                return  # still attached: the user decides what next
         else:
             self.notify("released: the task fails with the original error")
+        host_of(self.app).state.paused.cache.known.pop(self.worker.key, None)  # it may pause again, anew
         self._forget()
         self.post_message(RefreshRequested())
         self.dismiss()
@@ -383,11 +395,12 @@ class DebugSessionScreen(Screen[None]):
             await session.leave_paused()  # debugpy takes one client: ours leaves, the worker stays paused
             connection = await host_of(self.app).connection()
             if connection.link is not None:
-                port, _close = await connection.link.forward_loopback(self.worker.ip, self.worker.port)
+                port, close = await connection.link.forward_loopback(self.worker.ip, self.worker.port)
+                host_of(self.app).state.paused.forwards.append((self.worker.label(), port, close))
                 host = "127.0.0.1"
                 where = (
-                    f"127.0.0.1:{port} (forwarded through SSH until the cockpit quits; "
-                    "anyone on this machine can use it meanwhile)"
+                    f"127.0.0.1:{port} (forwarded through SSH until you close it with x on the Debugger "
+                    "screen or quit; anyone on this machine can use it meanwhile)"
                 )
             else:
                 host, port = self.worker.ip, self.worker.port
@@ -474,8 +487,10 @@ class LegacyConsoleScreen(Screen[None]):
         except CockpitError as exc:
             log.write_line(clean(f"cannot attach: {exc}"))
             return
+        summary = self.session.summary()
         self.query_one("#pdb-title", Static).update(
             Text.assemble(
+                plain(f"{summary.one_line()}  at {summary.where}\n" if summary else "", "bold red"),
                 plain(f"pdb of {self.worker.label()} on {self.worker.ip} (legacy debugger)"),
                 ("  ·  Esc closes the console (the worker goes on)", "dim"),
             )
@@ -505,6 +520,7 @@ class LegacyConsoleScreen(Screen[None]):
             log.write_line(clean(text))
         if session.console.closed:
             log.write_line("(the worker went on; the console is closed)")
+            host_of(self.app).state.paused.cache.known.pop(self.worker.key, None)
             self.post_message(RefreshRequested())
 
     def action_leave(self) -> None:
@@ -525,6 +541,8 @@ class LegacyConsoleScreen(Screen[None]):
 
     async def _close(self) -> None:
         if self.session is not None:
-            await self.session.console.run("c")
+            with contextlib.suppress(CockpitError):  # already gone: the worker went on
+                await self.session.console.run("c")
+            host_of(self.app).state.paused.cache.known.pop(self.worker.key, None)
         self.post_message(RefreshRequested())
         self.dismiss()

@@ -97,7 +97,9 @@ class DebuggerScreen(CockpitScreen):
     BINDINGS = [
         Binding("enter", "attach", "Attach", id="debugger.attach", show=False),
         Binding("R", "release_group", "Release group", id="debugger.release_group", show=False),
+        Binding("x", "close_forwards", "Close VS Code ports", id="debugger.close_forwards", show=False),
     ]
+    releasing = False
 
     def compose_body(self) -> ComposeResult:
         yield Static(id="debugger-summary")
@@ -149,6 +151,13 @@ class DebuggerScreen(CockpitScreen):
             line.append(f" · checked {describe_age(paused.checked_at, now)} ago", style="dim")
         if paused.error:
             line.append(f"\n{clean(paused.error)}", style="red")
+        for label, port, _close in paused.forwards:
+            line.append_text(
+                plain(
+                    f"\nVS Code port 127.0.0.1:{port} open for {label} (any user here can use it; x: close)",
+                    "yellow",
+                )
+            )
         summary.update(line)
         self._show_details()
         hint.show(hint.keys_text())
@@ -195,7 +204,19 @@ class DebuggerScreen(CockpitScreen):
         else:
             self.app.push_screen(DebugSessionScreen(worker))
 
+    def action_close_forwards(self) -> None:
+        forwards = self.state.paused.forwards
+        for _label, _port, close in forwards:
+            close()
+        if forwards:
+            self.notify(f"closed {len(forwards)} VS Code port(s)")
+        forwards.clear()
+        self.refresh_view()
+
     def action_release_group(self) -> None:
+        if self.releasing:
+            self.notify("a release is under way", severity="warning")
+            return
         group = self.selected_group()
         if group is None:
             self.notify("no paused worker selected", severity="warning")
@@ -216,7 +237,8 @@ class DebuggerScreen(CockpitScreen):
         )
 
         def answered(yes: bool | None) -> None:
-            if yes:
+            if yes and not self.releasing:
+                self.releasing = True
                 self._release(group.members)
 
         self.app.push_screen(ConfirmScreen(question, yes_label="Release"), answered)
@@ -236,9 +258,14 @@ class DebuggerScreen(CockpitScreen):
                     await session.release()
                 except CockpitError as exc:
                     failures.append(f"{worker.label()}: {exc}")
+                else:
+                    self.state.paused.cache.known.pop(worker.key, None)  # it may pause again, anew
 
         self.notify(f"releasing {len(workers)} worker(s) …", timeout=3)
-        await asyncio.gather(*(release(w) for w in workers))
+        try:
+            await asyncio.gather(*(release(w) for w in workers))
+        finally:
+            self.releasing = False
         done = len(workers) - len(failures)
         if failures:
             self.notify(

@@ -261,10 +261,22 @@ class LaunchScreen(ModalScreen[str | None]):
 
     @work(exclusive=True, group="launch", exit_on_error=False, description="Submitting the job")
     async def _submit(self, plan: launch.LaunchPlan, force: bool) -> None:
-        if plan.profile.post_mortem:
-            self.notify("checking that the cluster's workers can load debugpy (a few seconds) …", timeout=6)
         try:
-            submission_id = await launch.submit(await self.host.dashboard(), plan, force=force)
+            client = await self.host.dashboard()
+            if plan.profile.post_mortem:
+                self.notify(
+                    "checking that the cluster's workers can load debugpy (a few seconds) …", timeout=6
+                )
+                plan = await launch.with_cluster_checks(client, plan)
+                for check in plan.checks:
+                    if check.name == "post-mortem debugger" and check.status in ("warn", "fail"):
+                        failed = check.status == "fail" and not force
+                        self.notify(
+                            clean(f"{check.name}: {check.detail}"),
+                            severity="error" if failed else "warning",
+                            markup=False,
+                        )
+            submission_id = await launch.submit(client, plan, force=force)
         except CockpitError as exc:
             self.notify(clean(f"not submitted: {exc}"), severity="error", timeout=10, markup=False)
             return
