@@ -56,6 +56,11 @@ UPLOAD_MIN_RATE = 64 * 1024
 """Bytes per second an upload is allowed at worst: its total limit is `UPLOAD_ANSWER_TIMEOUT` plus the size
 at this rate (100 MiB through a slow SSH tunnel takes minutes, not the client's 10 s; a stalled one ends)."""
 
+LOG_TEXT_FORMAT = ("format", "text")
+"""Sent with every log read. Older Ray (2.44 here) frames each chunk it writes with a status byte (`1`
+data, `0` error: its default `leading_1` format) unless asked for plain text; Ray 2.60 ignores it."""
+OLD_LOG_ERROR = b"[get_logs] Fetch log error:"
+"""How older Ray starts a failed log read in text format (with status 200; Ray 2.60 answers 4xx/5xx)."""
 LOG_READ_DEADLINE_S = 600
 """How long the dashboard may take over one `/api/v0/logs/file` read (its own default is 30 s)."""
 
@@ -438,6 +443,7 @@ class DashboardClient:
     ) -> AsyncIterator[bytes]:
         """The body of a log answer in chunks as they arrive; a limit on each wait, none on the total."""
         url = f"{self.base_url}{path}"
+        params = [*params, LOG_TEXT_FORMAT]
         sendable(params, path)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._timeout.total, sock_read=read_timeout)
         limit = self._timeout.total
@@ -449,6 +455,19 @@ class DashboardClient:
             try:
                 if resp.status >= 400:
                     raise http_error(resp.status, path, await resp.read())
+                # An older Ray reports a failure in the body: read on only while what came could still be
+                # the start of its error line (a short first chunk of a real log is passed on at once).
+                head = b""
+                while len(head) < len(OLD_LOG_ERROR) and OLD_LOG_ERROR.startswith(head):
+                    more = await asyncio.wait_for(resp.content.readany(), limit)
+                    if not more:
+                        break
+                    head += more
+                if head.startswith(OLD_LOG_ERROR):
+                    raise old_log_error(head + await resp.content.read(4096), path)
+                if head:
+                    arrived += len(head)
+                    yield head
                 while True:
                     if arrived < replay_bytes:
                         chunk = await asyncio.wait_for(resp.content.readany(), limit)
@@ -495,7 +514,7 @@ class DashboardClient:
         """
         if submission_id and not node_id:
             raise ValueError("a driver log needs node_id (JobRow.driver_node_id)")
-        params: list[tuple[str, str]] = [("lines", str(lines)), ("filter_ansi_code", "true")]
+        params: list[tuple[str, str]] = [("lines", str(lines)), ("filter_ansi_code", "true"), LOG_TEXT_FORMAT]
         for key, value in (
             ("node_id", node_id),
             ("filename", filename),
@@ -506,8 +525,10 @@ class DashboardClient:
                 params.append((key, value))
         if actor_id:
             params.append(("suffix", suffix))
-        text = await self._request("GET", "/api/v0/logs/file", params=params, expect_json=False)
-        return str(text)
+        text = str(await self._request("GET", "/api/v0/logs/file", params=params, expect_json=False))
+        if text.startswith(OLD_LOG_ERROR.decode()):
+            raise old_log_error(text.encode(), "/api/v0/logs/file")
+        return text
 
 
 # -- URLs ---------------------------------------------------------------------------------------------
@@ -546,6 +567,19 @@ def sendable(params: Sequence[tuple[str, str]], path: str) -> None:
 
 
 # -- answers ------------------------------------------------------------------------------------------
+
+
+def old_log_error(body: bytes, path: str) -> DashboardError:
+    """The failure an older Ray wrote into a log answer's body: `NotFound` when the file is not there."""
+    text = body.decode("utf-8", "replace")[len(OLD_LOG_ERROR) :].strip().splitlines()
+    reason = text[0] if text else "unknown error"
+    if (
+        "not found" in reason.lower()
+        or "does not exist" in reason.lower()
+        or "no such file" in reason.lower()
+    ):
+        return NotFound(f"{path}: {reason}")
+    return DashboardError(f"the dashboard could not read that log ({path}): {reason}")
 
 
 def http_error(status: int, path: str, body: bytes) -> DashboardError:

@@ -1,0 +1,134 @@
+"""Provides real Ray heads of other versions than the cockpit's own: a virtualenv per version, created once
+and cached between runs (`$COCKPIT_RAY_VENVS`, default `~/.cache/ray-cockpit/ray-venvs`), and a head
+started from it with `ray start --head --block` in a session of its own, so stopping it kills exactly its
+processes (never `ray stop`, which would stop every Ray on the machine, the test session's included).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.harness.sshd import find_free_port
+
+VENVS = Path(os.environ.get("COCKPIT_RAY_VENVS", Path.home() / ".cache" / "ray-cockpit" / "ray-venvs"))
+
+
+def ray_venv(version: str) -> Path:
+    """The virtualenv holding `ray[default]==VERSION` (created on first use: a minute or two).
+
+    Built in place (a venv's scripts name their interpreter by path, so it cannot be moved) and marked
+    complete only when pip succeeded: a build that was cut short is built again.
+    """
+    venv = VENVS / f"ray-{version}"
+    done = venv / ".cockpit-complete"
+    if done.exists():
+        return venv
+    shutil.rmtree(venv, ignore_errors=True)
+    VENVS.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "-q", f"ray[default]=={version}"], check=True, timeout=1200
+    )
+    done.write_text(version)
+    return venv
+
+
+@dataclass
+class OldHead:
+    version: str
+    url: str
+    temp_dir: Path
+    venv: Path
+
+    @property
+    def logs(self) -> Path:
+        return self.temp_dir / "session_latest" / "logs"
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/api/version", timeout=2) as answer:
+            return bool(answer.status == 200)
+    except OSError:
+        return False
+
+
+def _processes_under(temp_dir: Path) -> list[int]:
+    """Pids whose command line names TEMP_DIR (the head's processes, wherever they were reparented)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if str(temp_dir).encode() in command:
+            found.append(int(entry.name))
+    return found
+
+
+@contextmanager
+def old_head(version: str) -> Iterator[OldHead]:
+    """A one-node Ray VERSION head on 127.0.0.1 (2 CPUs, no GPU), stopped with all its processes on exit.
+
+    Its job entrypoints find that version's `python` first on PATH.
+    """
+    venv = ray_venv(version)
+    temp_dir = Path(tempfile.mkdtemp(prefix="rcv-", dir="/tmp"))  # short: Ray's socket paths have a limit
+    dashboard = find_free_port()
+    env = {
+        **os.environ,
+        "PATH": f"{venv / 'bin'}:{os.environ.get('PATH', '')}",
+        "RAY_USAGE_STATS_ENABLED": "0",
+    }
+    env.pop("RAY_ADDRESS", None)
+    command = [
+        str(venv / "bin" / "ray"),
+        "start",
+        "--head",
+        "--block",
+        f"--temp-dir={temp_dir}",
+        f"--port={find_free_port()}",
+        "--dashboard-host=127.0.0.1",
+        f"--dashboard-port={dashboard}",
+        f"--dashboard-agent-listen-port={find_free_port()}",
+        "--num-cpus=2",
+        "--num-gpus=0",
+        "--include-dashboard=true",
+        "--disable-usage-stats",
+    ]
+    log = (temp_dir / "start.log").open("wb")
+    process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{dashboard}"
+    try:
+        deadline = time.monotonic() + 120
+        while not _answers(url):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(
+                    f"Ray {version} head did not come up: {(temp_dir / 'start.log').read_text()[-2000:]}"
+                )
+            time.sleep(0.5)
+        yield OldHead(version=version, url=url, temp_dir=temp_dir, venv=venv)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=20)
+        for pid in [*_processes_under(temp_dir), process.pid]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        process.wait()
+        log.close()
