@@ -88,6 +88,7 @@ def connect_options(
         expose_port=args.expose_port,
         confirm_host_key=confirm_host_key_on_terminal if interactive else None,
         ask_passphrase=ask_passphrase_on_terminal if interactive else None,
+        on_notice=lambda sentence: err(f"note: {sentence}"),
     )
     return options if timeout is None else replace(options, timeout=timeout)
 

@@ -32,6 +32,8 @@ class ConnectOptions:
     confirm_host_key: Callable[[UnknownHostKey], Awaitable[bool]] | None = None
     """Asks the user whether to trust an unknown host key; None refuses (non-interactive use)."""
     ask_passphrase: Callable[[str], Awaitable[str | None]] | None = None
+    on_notice: Callable[[str], None] | None = None
+    """Told one sentence about the connection worth knowing (e.g. a token file the cluster ignores)."""
 
 
 @dataclass
@@ -123,11 +125,29 @@ async def open_connection(target: Target, options: ConnectOptions | None = None)
             link_status=link.status_line,
         )
     try:
+        if opts.token_file and opts.on_notice is not None:
+            notice = await _unused_token(client)
+            if notice:
+                opts.on_notice(notice)
         yield Connection(client=client, link=link)
     finally:
         await client.close()
         if link is not None:
             await link.close()
+
+
+async def _unused_token(client: DashboardClient) -> str | None:
+    """A sentence when the cluster does not use the token given with --token-file (instead of leaving
+    the user to wonder why it changes nothing, or why a 401 does not come)."""
+    try:
+        mode = await client.auth_mode()
+    except CockpitError:
+        return None
+    if mode == "absent":
+        return "this cluster's Ray has no token auth (it came with Ray 2.52): --token-file is not used."
+    if mode == "disabled":
+        return "this cluster runs without token auth: --token-file is not used."
+    return None
 
 
 @asynccontextmanager
@@ -147,7 +167,7 @@ async def exposure_warning(connection: Connection) -> str | None:
     """
     client = connection.client
     try:
-        if await client.auth_mode() != "disabled":
+        if await client.auth_mode() == "token":
             return None
     except CockpitError:
         return None

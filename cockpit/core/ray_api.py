@@ -267,11 +267,12 @@ class DashboardClient:
         return version_of(await self._get("/api/version"))
 
     async def auth_mode(self) -> str:
-        """`token` or `disabled` (public endpoint; works without a token)."""
+        """`token`, `disabled`, or `absent` (a Ray before 2.52: no token auth at all; public endpoint,
+        works without a token)."""
         try:
             doc = await self._get("/api/authentication_mode")
         except NotFound:
-            return "disabled"  # Ray before 2.52 has no token auth at all
+            return "absent"
         return auth_mode_of(doc)
 
     async def cluster_info(self) -> ClusterInfo:

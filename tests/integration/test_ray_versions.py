@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -42,6 +43,19 @@ def test_status_names_the_old_version(head: OldHead) -> None:
     answer = run_cockpit("status", head.url, "--json")
     assert answer.returncode == 0, answer.stderr
     assert json.loads(answer.stdout)["ray_version"] == OLD
+
+
+def test_a_token_file_on_a_ray_without_token_auth_is_one_line(head: OldHead, tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("not-needed-here\n")
+    token.chmod(0o600)
+    answer = run_cockpit("status", head.url, "--token-file", str(token))
+    assert answer.returncode == 0, answer.stderr
+    notes = [line for line in answer.stderr.splitlines() if line.strip()]
+    assert notes == [
+        "cockpit: note: this cluster's Ray has no token auth (it came with Ray 2.52): "
+        "--token-file is not used."
+    ]
 
 
 def test_followed_driver_log_equals_the_file(head: OldHead) -> None:
