@@ -15,13 +15,14 @@ client; `c` (or closing the socket) lets the worker go on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cockpit.core.errors import CockpitError
-from cockpit.core.paused import ExceptionSummary, PausedWorker, frame_where
+from cockpit.core.paused import UNFINISHED, ExceptionSummary, PausedWorker, frame_where
 from cockpit.core.snapshots import JobRow, TaskRow
 
 if TYPE_CHECKING:
@@ -82,9 +83,14 @@ async def find_legacy(
     limit = asyncio.Semaphore(4)
 
     async def probe(task: TaskRow) -> PausedWorker | None:
-        if task.worker_pid is None:
+        pid = task.worker_pid
+        if pid is None:  # older Ray does not fill worker_pid in while the task runs: ask the worker table
+            with contextlib.suppress(CockpitError):
+                rows = (await client.workers(filters=[("worker_id", "=", task.worker_id)], limit=1)).rows
+                pid = rows[0].pid if rows else None
+        if pid is None:
             return None
-        name = worker_err_file(task.worker_id, task.job_id, task.worker_pid)
+        name = worker_err_file(task.worker_id, task.job_id, pid)
         async with limit:
             try:
                 text = await client.log_file(node_id=task.node_id, filename=name, lines=TAIL_LINES)
@@ -99,7 +105,7 @@ async def find_legacy(
             worker_id=task.worker_id,
             node_id=task.node_id,
             ip=node_ips.get(task.node_id, ""),
-            pid=task.worker_pid,
+            pid=pid,
             port=port,
             host=host,
             job_id=task.job_id,
@@ -112,10 +118,12 @@ async def find_legacy(
     found: list[PausedWorker] = []
     reads = 0
     for job in legacy:
+        # Not only RUNNING: Ray 2.44 shows a task paused in its worker as SUBMITTED_TO_WORKER.
         tasks = await client.tasks(
-            filters=[("job_id", "=", job.job_id), ("state", "=", "RUNNING")], limit=1000
+            filters=[("job_id", "=", job.job_id), ("state", "!=", "FINISHED")], limit=1000
         )
-        running = sorted((t for t in tasks.rows if t.worker_id), key=lambda t: t.task_id)
+        live = (t for t in tasks.rows if t.worker_id and t.state in UNFINISHED)
+        running = sorted(live, key=lambda t: t.task_id)
         if len(running) > MAX_READS:
             start = int(time.time() // 10) * MAX_READS % len(running)
             running = running[start:] + running[:start]

@@ -205,10 +205,22 @@ def _from_row(row: WorkerRow, task: TaskRow | None, now: float) -> PausedWorker:
     )
 
 
+UNFINISHED = ("RUNNING", "SUBMITTED_TO_WORKER", "PENDING_ARGS_AVAIL", "PENDING_NODE_ASSIGNMENT")
+"""A paused task's state, best first: RUNNING on Ray 2.60; Ray 2.44 leaves it at SUBMITTED_TO_WORKER."""
+
+
+def unfinished_task(rows: Iterable[TaskRow]) -> TaskRow | None:
+    """The task a worker is in: the most advanced of its tasks that is not over."""
+    ranked = [(UNFINISHED.index(r.state), r) for r in rows if r.state in UNFINISHED]
+    return min(ranked, key=lambda pair: pair[0])[1] if ranked else None
+
+
 async def running_task_of(client: DashboardClient, worker_id: str) -> TaskRow | None:
     """The task a worker is running (paused in), or None when the head does not know one."""
-    listing = await client.tasks(filters=[("worker_id", "=", worker_id), ("state", "=", "RUNNING")], limit=10)
-    return listing.rows[0] if listing.rows else None
+    listing = await client.tasks(
+        filters=[("worker_id", "=", worker_id), ("state", "!=", "FINISHED")], limit=100
+    )
+    return unfinished_task(listing.rows)
 
 
 async def find_paused(client: DashboardClient, cache: PausedCache | None = None) -> PausedListing:

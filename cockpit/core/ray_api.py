@@ -605,7 +605,8 @@ def http_error(status: int, path: str, body: bytes) -> DashboardError:
             "the dashboard rejected the token: check --token-file / RAY_AUTH_TOKEN "
             "against `ray get-auth-token` on the head."
         )
-    if status == 404:
+    if status == 404 or (status == 500 and "file is not found" in reason.lower()):
+        # Ray 2.47 answers a missing log file with a 500 ("A file is not found at: ...").
         return NotFound(f"not found: {path} ({reason}).")
     if status == 429:
         return RateLimited(

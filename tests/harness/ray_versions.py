@@ -7,6 +7,7 @@ processes (never `ray stop`, which would stop every Ray on the machine, the test
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -33,15 +34,15 @@ def ray_venv(version: str) -> Path:
     """
     venv = VENVS / f"ray-{version}"
     done = venv / ".cockpit-complete"
-    if done.exists():
+    packages = [f"ray[default]=={version}", "debugpy>=1.8"]
+    if done.exists() and done.read_text() == " ".join(packages):
         return venv
     shutil.rmtree(venv, ignore_errors=True)
     VENVS.mkdir(parents=True, exist_ok=True)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "-q", f"ray[default]=={version}"], check=True, timeout=1200
-    )
-    done.write_text(version)
+    # debugpy: for the post-mortem debugger on that version (the workers need it, as the cockpit's own do).
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", *packages], check=True, timeout=1200)
+    done.write_text(" ".join(packages))
     return venv
 
 
@@ -58,10 +59,15 @@ class OldHead:
 
 
 def _answers(url: str) -> bool:
+    """The dashboard answers, and so does the head's agent (log reads fail with "Agent for node id ...
+    doesn't exist" for a few seconds after the dashboard is up)."""
     try:
-        with urllib.request.urlopen(f"{url}/api/version", timeout=2) as answer:
+        with urllib.request.urlopen(f"{url}/api/v0/nodes", timeout=2) as answer:
+            nodes = json.load(answer)["data"]["result"]["result"]
+        node = nodes[0]["node_id"]
+        with urllib.request.urlopen(f"{url}/api/v0/logs?node_id={node}", timeout=2) as answer:
             return bool(answer.status == 200)
-    except OSError:
+    except (OSError, ValueError, LookupError, TypeError):
         return False
 
 

@@ -1,26 +1,32 @@
-"""The cockpit against a real Ray 2.44 head (the generation NeMo RL and others pin), started from its own
-cached virtualenv: its log API frames every chunk with a status byte unless asked for text, and reports
-a failed read in the body. Followed logs must equal the file byte for byte, across a forced drop too."""
+"""The cockpit against real heads of older Ray versions (2.44, the generation NeMo RL pins, and 2.47),
+each started from its own cached virtualenv. Ray 2.44's log API frames every chunk with a status byte
+unless asked for text and reports a failed read in the body: followed logs must equal the file byte for
+byte, across a forced drop too. The actor list and the paused-worker discovery work on each."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from cockpit.core.connection import open_connection
+from cockpit.core.debug_session import DebugSession, discover
 from cockpit.core.log_sources import LogSource, LogTail
+from cockpit.core.paused import PausedCache
 from cockpit.core.ray_api import DashboardClient, NotFound
+from cockpit.core.targets import parse_target
 from tests.harness.ray_versions import OldHead, old_head
 from tests.harness.relay import relay
 from tests.harness.run import run_cockpit
 
 pytestmark = pytest.mark.ray_versions
 
-OLD = "2.44.1"
+VERSIONS = ("2.44.1", "2.47.1")
 
 COUNTER = """import time
 for i in range(1, 61):
@@ -29,9 +35,9 @@ for i in range(1, 61):
 """
 
 
-@pytest.fixture(scope="module")
-def head() -> Iterator[OldHead]:
-    with old_head(OLD) as started:
+@pytest.fixture(scope="module", params=VERSIONS)
+def head(request: pytest.FixtureRequest) -> Iterator[OldHead]:
+    with old_head(request.param) as started:
         yield started
 
 
@@ -42,7 +48,7 @@ async def node_id(client: DashboardClient) -> str:
 def test_status_names_the_old_version(head: OldHead) -> None:
     answer = run_cockpit("status", head.url, "--json")
     assert answer.returncode == 0, answer.stderr
-    assert json.loads(answer.stdout)["ray_version"] == OLD
+    assert json.loads(answer.stdout)["ray_version"] == head.version
 
 
 def test_a_token_file_on_a_ray_without_token_auth_is_one_line(head: OldHead, tmp_path: Path) -> None:
@@ -116,3 +122,89 @@ async def test_a_missing_file_is_a_clear_not_found(head: OldHead) -> None:
             await client.log_bytes([("node_id", node), ("filename", "no-such.log")], lines=10)
         with pytest.raises(NotFound, match="not found"):
             await client.log_file(node_id=node, filename="no-such.log", lines=10)
+
+
+ACTORS_AND_A_CRASH = """
+import ray
+
+ray.init()
+
+
+@ray.remote(num_cpus=0)
+class RolloutWorker:
+    def ping(self):
+        return "pong"
+
+
+@ray.remote(num_cpus=0)
+def load_shard(index):
+    rows = [index] * 3
+    raise ValueError(f"corrupt shard {index}")
+
+
+workers = [RolloutWorker.options(name=f"rollout_{i}").remote() for i in range(2)]
+assert ray.get([w.ping.remote() for w in workers]) == ["pong", "pong"]
+print("actors up", flush=True)
+try:
+    ray.get(load_shard.remote(7))
+except Exception as exc:
+    print("failed as planned:", type(exc).__name__, flush=True)
+"""
+
+
+def test_actor_list_and_a_paused_worker(head: OldHead) -> None:
+    """Two named actors listed with their role; a task raising with post-mortem on is found paused,
+    its exception read by a peek, and released: the job then goes on (its driver catches the error)."""
+    script = head.temp_dir / "actors_and_a_crash.py"
+    script.write_text(ACTORS_AND_A_CRASH)
+    job = f"actors-crash-{head.version}"
+
+    async def submit() -> None:
+        async with DashboardClient(head.url) as client:
+            env = {"RAY_DEBUG_POST_MORTEM": "1"}
+            request = {
+                "entrypoint": f"python {script}",
+                "submission_id": job,
+                "runtime_env": {"env_vars": env},
+            }
+            await client.submit_job(request)
+
+    asyncio.run(submit())
+    listed: dict[str, object] = {}
+    for _ in range(120):
+        answer = run_cockpit("debug", head.url, "--json")
+        assert answer.returncode == 0, answer.stderr
+        listed = json.loads(answer.stdout)
+        if listed["sessions"]:
+            break
+        time.sleep(0.5)
+    sessions = listed["sessions"]
+    assert isinstance(sessions, list) and len(sessions) == 1, listed
+    (session,) = sessions
+    assert session["task_name"] == "load_shard"
+    assert (
+        session["exception"]["type"] == "ValueError" and "corrupt shard 7" in session["exception"]["message"]
+    )
+
+    actors = run_cockpit("actors", head.url, "--json", "--filter", "class:RolloutWorker")
+    assert actors.returncode == 0, actors.stderr
+    rows = json.loads(actors.stdout)["actors"]
+    assert sorted(a["name"] for a in rows if a["state"] == "ALIVE") == ["rollout_0", "rollout_1"]
+    assert {a["role"] for a in rows} == {"rollout"}
+
+    async def release() -> str:
+        async with open_connection(parse_target(head.url)) as connection:
+            listing = await discover(connection, PausedCache(), legacy=False)
+            (worker,) = listing.workers
+            live = await DebugSession.attach(connection, worker)
+            await live.release()
+            for _ in range(120):
+                status = (await connection.client.job(job)).status
+                if status in ("SUCCEEDED", "FAILED", "STOPPED"):
+                    return status
+                await asyncio.sleep(0.5)
+            return "still running"
+
+    assert asyncio.run(release()) == "SUCCEEDED"
+    log = (head.logs / f"job-driver-{job}.log").read_text()
+    assert "failed as planned: RayTaskError(ValueError)" in log or "failed as planned: ValueError" in log
