@@ -132,6 +132,11 @@ async def open_stream(
         raise AttachError(str(exc)) from None
 
 
+def on_this_machine(connection: Connection | None) -> bool:
+    """The cluster runs on this machine: reached without SSH, on 127.0.0.1 (a local cluster)."""
+    return connection is not None and connection.link is None and "//127.0.0.1:" in connection.client.base_url
+
+
 @dataclass
 class DebugSession:
     """A DAP session on a worker paused after an uncaught exception."""
@@ -206,11 +211,7 @@ class DebugSession:
         except BaseException:
             await client.close()
             raise
-        local = (
-            connection is not None
-            and connection.link is None
-            and "//127.0.0.1:" in connection.client.base_url
-        )
+        local = on_this_machine(connection)
         return cls(
             worker=worker,
             client=client,
@@ -359,10 +360,7 @@ class LegacySession:
         local_socket = host == "127.0.0.1"
         via = worker.ip if local_socket and worker.node_id != head_node_id else None
         over_ssh = connection is not None and connection.link is not None
-        on_this_machine = (
-            connection is not None and not over_ssh and "//127.0.0.1:" in connection.client.base_url
-        )
-        if local_socket and not over_ssh and not on_this_machine:
+        if local_socket and not over_ssh and not on_this_machine(connection):
             # This machine's 127.0.0.1 is not the worker's: another user's port could be there.
             raise AttachError(
                 f"the pdb session listens on {worker.ip}'s 127.0.0.1, which only SSH to that node can "

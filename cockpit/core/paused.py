@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from cockpit.core.snapshots import TaskRow, WorkerRow
+from cockpit.core.units import duration
 
 if TYPE_CHECKING:
     from cockpit.core.ray_api import DashboardClient
@@ -289,12 +290,7 @@ def _is_ray_internal(path: str, function: str) -> bool:
 
 
 def describe_age(since: float | None, now: float | None = None) -> str:
-    """`42s`, `3m05s`, `2h10m`: how long a worker has been paused."""
+    """`42s`, `3m05s`, `2h10m`: how long a worker has been paused (`?` when not known)."""
     if since is None:
         return "?"
-    seconds = max(0, int((now if now is not None else time.time()) - since))
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return duration((now if now is not None else time.time()) - since)

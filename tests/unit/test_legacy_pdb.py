@@ -27,7 +27,13 @@ from cockpit.core.legacy_pdb import (
 )
 from cockpit.core.ray_api import NotFound, state_listing
 from cockpit.core.snapshots import JobRow, Listing, TaskRow, WorkerRow
-from tests.unit.test_paused import ACTOR_WORKER, NODE, SAMPLES, TASK_WORKER  # the captured worker ids
+from tests.unit.test_paused import (  # the captured worker ids
+    ACTOR_WORKER,
+    NODE,
+    SAMPLES,
+    TASK_WORKER,
+    _matches,
+)
 
 SESSION_LINE = (
     "\x1b[36m(bad_task pid=15568)\x1b[0m RemotePdb session open at localhost:39265, "
@@ -155,15 +161,6 @@ def job(status: str, job_id: str, debugger: str | None) -> JobRow:
     if debugger is not None:
         env["RAY_DEBUG"] = debugger
     return parse.job_row(raw)
-
-
-def _matches(row: object, filters: Iterable[tuple[str, str, str]]) -> bool:
-    for key, op, value in filters:
-        have = getattr(row, key)
-        text = str(have).lower() if isinstance(have, bool) else str(have)
-        if (op == "=" and text != value) or (op == "!=" and text == value):
-            return False
-    return True
 
 
 class FakeDashboard:
