@@ -234,7 +234,8 @@ async def find_paused(client: DashboardClient, cache: PausedCache | None = None)
     listing = await client.workers(filters=[("num_paused_threads", "!=", "0")], limit=MAX_PAUSED)
     rows = [r for r in listing.rows if r.is_alive and r.num_paused_threads > 0 and r.debugger_port]
     now = time.time()
-    fresh = [r for r in rows if r.worker_id not in cache.known]
+    # New workers, and those whose task the head did not report yet (its task events come in batches).
+    fresh = [r for r in rows if r.worker_id not in cache.known or not cache.known[r.worker_id].task_id]
     limit = asyncio.Semaphore(LOOKUP_CONCURRENCY)
 
     async def lookup(row: WorkerRow) -> PausedWorker:
@@ -243,6 +244,15 @@ async def find_paused(client: DashboardClient, cache: PausedCache | None = None)
         return _from_row(row, task, now)
 
     for worker in await asyncio.gather(*(lookup(r) for r in fresh)):
+        before = cache.known.get(worker.worker_id)
+        if before is not None:  # keep what was learnt (since, exception); take the task now reported
+            worker = replace(
+                before,
+                job_id=worker.job_id,
+                task_id=worker.task_id,
+                task_name=worker.task_name,
+                actor_id=worker.actor_id,
+            )
         cache.learn(worker)
     cache.forget_missing(r.worker_id for r in rows)
     workers = []

@@ -175,7 +175,8 @@ def test_actor_list_and_a_paused_worker(head: OldHead) -> None:
         answer = run_cockpit("debug", head.url, "--json")
         assert answer.returncode == 0, answer.stderr
         listed = json.loads(answer.stdout)
-        if listed["sessions"]:
+        sessions = listed["sessions"]
+        if isinstance(sessions, list) and sessions and all(s["task_name"] for s in sessions):
             break
         time.sleep(0.5)
     sessions = listed["sessions"]
