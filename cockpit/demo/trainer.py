@@ -7,12 +7,16 @@ actor prints to its own log. Everything sleeps most of the time: the demo must s
 2-core login node.
 
 Run as a Ray job entrypoint: `python -m cockpit.demo.trainer --steps 120`.
-Environment knobs (set by the profiles): DEMO_STEPS, DEMO_STEP_SECONDS, DEMO_CRASH_AT_STEP.
+Environment knobs (set by the profiles): DEMO_STEPS, DEMO_STEP_SECONDS, DEMO_CRASH_AT_STEP,
+DEMO_HANG_AT_STEP (the `demo-hang` profile: at that step RolloutWorker_0 blocks in `wait_for_weights_sync`
+for good while the other RolloutWorkers wait for it in `all_gather_weights`, and the driver waits for them:
+the hang the run doctor is for).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import math
 import os
 import random
@@ -24,13 +28,44 @@ from typing import Any
 import ray
 
 
+def wait_for_weights_sync() -> None:
+    """Rank 0's hang: it waits for a weight broadcast that never comes (a lost NCCL peer, in real life)."""
+    print("rollout rank=0 waiting for the policy's weights…", flush=True)
+    while True:
+        time.sleep(3600)
+
+
+@ray.remote(num_cpus=0)
+class WeightsBarrier:
+    """Where the rollout ranks meet after a weight update (a collective, in a real run): nobody passes
+    until all have arrived."""
+
+    def __init__(self, ranks: int) -> None:
+        self.ranks = ranks
+        self.arrived: set[int] = set()
+        self.all_here = asyncio.Event()
+
+    async def arrive(self, rank: int) -> None:
+        self.arrived.add(rank)
+        if len(self.arrived) >= self.ranks:
+            self.all_here.set()
+        await self.all_here.wait()
+
+
+def all_gather_weights(barrier: Any, rank: int) -> None:
+    """The other ranks' side of the hang: blocked in the collective, waiting for rank 0."""
+    ray.get(barrier.arrive.remote(rank))
+
+
 @ray.remote(num_cpus=0)
 class RolloutWorker:
     """Generates responses for a shard of prompts (vLLM's role in verl)."""
 
-    def __init__(self, rank: int, crash_at_step: int) -> None:
+    def __init__(self, rank: int, crash_at_step: int, hang_at_step: int = 0, barrier: Any = None) -> None:
         self.rank = rank
         self.crash_at_step = crash_at_step
+        self.hang_at_step = hang_at_step
+        self.barrier = barrier
         print(
             f"RolloutWorker rank={rank} up on {socket.gethostname()} gpu_ids={ray.get_gpu_ids()}", flush=True
         )
@@ -40,6 +75,10 @@ class RolloutWorker:
         if self.crash_at_step and step == self.crash_at_step and self.rank == 0:
             # The failure the post-mortem debugger is for: a bad sample deep inside generation.
             raise RuntimeError(f"rollout rank {self.rank}: NaN in logits at step {step} (demo crash)")
+        if self.hang_at_step and step == self.hang_at_step:
+            if self.rank == 0:
+                wait_for_weights_sync()
+            all_gather_weights(self.barrier, self.rank)
         tokens = prompts * random.randint(180, 260)
         if step % 10 == 0:
             print(f"rollout rank={self.rank} step={step} generated {tokens} tokens", flush=True)
@@ -105,6 +144,7 @@ def main() -> None:
         "--step-seconds", type=float, default=float(os.environ.get("DEMO_STEP_SECONDS", "1.0"))
     )
     parser.add_argument("--crash-at-step", type=int, default=int(os.environ.get("DEMO_CRASH_AT_STEP", "0")))
+    parser.add_argument("--hang-at-step", type=int, default=int(os.environ.get("DEMO_HANG_AT_STEP", "0")))
     parser.add_argument("--prompts", type=int, default=64)
     # Hydra-style `steps=3` overrides (what `cockpit submit ... KEY=VALUE` appends) work like --steps=3.
     argv = [f"--{a.replace('_', '-')}" if "=" in a and not a.startswith("-") else a for a in sys.argv[1:]]
@@ -118,8 +158,10 @@ def main() -> None:
     trainer_gpu, shared_gpu = (1.0, 0.5) if gpus >= 4.5 else (0.0, 0.0)
     print(f"demo trainer: {len(ray.nodes())} nodes, {gpus:g} GPUs, {args.steps} steps", flush=True)
     trainer = _spawn(PolicyTrainer, "PolicyTrainer", trainer_gpu)
+    barrier = WeightsBarrier.remote(4) if args.hang_at_step else None
     rollouts = [
-        _spawn(RolloutWorker, f"RolloutWorker_{i}", shared_gpu, i, args.crash_at_step) for i in range(4)
+        _spawn(RolloutWorker, f"RolloutWorker_{i}", shared_gpu, i, args.crash_at_step, args.hang_at_step, barrier)
+        for i in range(4)
     ]
     reference = _spawn(ReferencePolicy, "ReferencePolicy", shared_gpu)
     critic = _spawn(Critic, "Critic", shared_gpu)
