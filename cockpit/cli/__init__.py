@@ -18,10 +18,10 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from cockpit.cli import actors, cluster, debug, gpu, jobs, profiles, tui
+from cockpit.cli import actors, cluster, debug, doctor, gpu, jobs, profiles, tui
 from cockpit.cli.common import EXIT_BROKEN_PIPE, EXIT_FAIL, EXIT_INTERRUPTED, err
 
-GROUPS = (tui, cluster, jobs, actors, debug, gpu, profiles)
+GROUPS = (tui, cluster, jobs, actors, debug, doctor, gpu, profiles)
 """In the order `cockpit --help` lists their commands."""
 
 

@@ -210,7 +210,10 @@ class LocalAgent:
         self.reason = ""
 
     @classmethod
-    async def start(cls, python: str = sys.executable, interval: float = 1.0) -> LocalAgent:
+    async def start(
+        cls, python: str = sys.executable, interval: float = 1.0, program: str | None = None
+    ) -> LocalAgent:
+        """The agent, or PROGRAM (a Python program read from stdin, e.g. the stacks taker) in its place."""
         proc = await asyncio.create_subprocess_exec(
             python,
             "-c",
@@ -218,9 +221,10 @@ class LocalAgent:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            limit=1 << 24,  # a line of the stacks program holds a whole dump
         )
         assert proc.stdin is not None
-        proc.stdin.write(agent_program(interval).encode())
+        proc.stdin.write((program or agent_program(interval)).encode())
         await proc.stdin.drain()
         proc.stdin.close()
         return cls(proc)
@@ -248,10 +252,12 @@ class SshAgent:
         self.reason = ""
 
     @classmethod
-    async def start(cls, run: Callable[[str], Any], python: str, interval: float = 1.0) -> SshAgent:
+    async def start(
+        cls, run: Callable[[str], Any], python: str, interval: float = 1.0, program: str | None = None
+    ) -> SshAgent:
         command = f"{shlex.quote(python)} -u -c {shlex.quote(READ_PROGRAM)}"
         process = await run(command)
-        process.stdin.write(agent_program(interval))
+        process.stdin.write(program or agent_program(interval))
         process.stdin.write_eof()
         return cls(process)
 

@@ -372,6 +372,7 @@ def job_row(row: Mapping[str, Any]) -> JobRow:
         error_type=as_str(row.get("error_type")),
         metadata={str(k): as_str(v) for k, v in metadata.items()} if isinstance(metadata, Mapping) else {},
         debugger=as_str(as_mapping(as_mapping(row.get("runtime_env")).get("env_vars")).get("RAY_DEBUG")),
+        driver_pid=as_int(as_mapping(row.get("driver_info")).get("pid")) or None,
     )
 
 

@@ -97,6 +97,10 @@ class LogStalled(DashboardUnreachable):
     """A log stream stopped sending while it resent bytes it had sent before (`stream_log(replay_bytes=)`)."""
 
 
+class ProfilingDisabled(DashboardError):
+    """The head refuses stack and profile requests (`RAY_DASHBOARD_ENABLE_PROFILING` is not 1 there)."""
+
+
 class RequestRejected(DashboardError):
     """The dashboard answered 4xx/5xx with a reason."""
 
@@ -335,6 +339,26 @@ class DashboardClient:
     async def paused_workers(self) -> Listing[WorkerRow]:
         """Workers stopped in the post-mortem debugger (`num_paused_threads != 0`)."""
         return await self.workers(filters=[("num_paused_threads", "!=", "0")])
+
+    async def profiling_enabled(self) -> bool | None:
+        """Whether the head serves `/worker/traceback` (Ray's `RAY_DASHBOARD_ENABLE_PROFILING=1`); None
+        where the head does not say (a Ray without `/api/profiling_enabled`)."""
+        try:
+            doc = await self._get("/api/profiling_enabled")
+        except NotFound:
+            return None
+        data = envelope_data(doc, "/api/profiling_enabled")
+        flag = data.get("profilingEnabled", data.get("profiling_enabled"))
+        return flag if isinstance(flag, bool) else None
+
+    async def worker_traceback(self, pid: int, node_id: str, native: bool = False) -> str:
+        """py-spy's text dump of process PID on node NODE_ID, taken by that node's agent.
+
+        Raises:
+            ProfilingDisabled: the head does not allow it.
+        """
+        params = [("pid", str(int(pid))), ("node_id", node_id), ("native", "1" if native else "0")]
+        return str(await self._request("GET", "/worker/traceback", params=params, expect_json=False))
 
     # -- jobs --------------------------------------------------------------------------------------
 
@@ -599,6 +623,10 @@ def http_error(status: int, path: str, body: bytes) -> DashboardError:
     if status == 401:
         return AuthenticationRequired(
             "the cluster uses token authentication: pass --token-file FILE or set RAY_AUTH_TOKEN."
+        )
+    if status == 403 and "profiling is disabled" in text.lower():
+        return ProfilingDisabled(
+            "the head does not serve stacks (RAY_DASHBOARD_ENABLE_PROFILING=1 is not set on the head)."
         )
     if status == 403:
         return AuthenticationRejected(

@@ -271,6 +271,8 @@ class JobRow:
     metadata: Mapping[str, str] = field(default_factory=dict)
     debugger: str = ""
     """The job's `RAY_DEBUG` (runtime_env env_vars): `legacy` for the pdb debugger, else "" or `1`."""
+    driver_pid: int | None = None
+    """The driver's process id on its node (`driver_info.pid`), once the driver runs."""
 
     @property
     def key(self) -> str:

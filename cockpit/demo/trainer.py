@@ -158,9 +158,12 @@ def main() -> None:
     trainer_gpu, shared_gpu = (1.0, 0.5) if gpus >= 4.5 else (0.0, 0.0)
     print(f"demo trainer: {len(ray.nodes())} nodes, {gpus:g} GPUs, {args.steps} steps", flush=True)
     trainer = _spawn(PolicyTrainer, "PolicyTrainer", trainer_gpu)
-    barrier = WeightsBarrier.remote(4) if args.hang_at_step else None
+    barrier_class: Any = WeightsBarrier
+    barrier = barrier_class.remote(4) if args.hang_at_step else None
     rollouts = [
-        _spawn(RolloutWorker, f"RolloutWorker_{i}", shared_gpu, i, args.crash_at_step, args.hang_at_step, barrier)
+        _spawn(
+            RolloutWorker, f"RolloutWorker_{i}", shared_gpu, i, args.crash_at_step, args.hang_at_step, barrier
+        )
         for i in range(4)
     ]
     reference = _spawn(ReferencePolicy, "ReferencePolicy", shared_gpu)

@@ -1,0 +1,580 @@
+"""Provides the gathering of stacks: which processes to dump, and py-spy run on every node at once.
+
+Which processes: the job's alive actors, the workers running its tasks and its driver (`--job`); one
+actor (`--actor`); every alive worker of a node (`--node`); or every alive worker of the cluster and the
+drivers of the running jobs. Each carries what the cluster says it is (actor, role, node), for the groups.
+
+How, in the order tried:
+- `dashboard`: the head's own `/worker/traceback` (py-spy run by each node's agent), where the head
+  allows it (`RAY_DASHBOARD_ENABLE_PROFILING=1`); a few requests at a time, within the head's limit.
+- `ssh`: one SSH session per node (the head's connection, and through it the other nodes, like the GPU
+  agent) running `stacks_program()` with the node's own Python: py-spy from next to that Python (it comes
+  with `ray[default]`), for all of that node's pids at once, a few in parallel, one JSON line per pid as
+  each is done. Nothing is written on the node.
+- `local`: the same program as a subprocess, for the cluster `cockpit local up` started.
+
+Nodes answer in parallel and independently: `gather` yields each process as it arrives, so a slow node
+does not hold back the others' groups, and a node that has not answered by the deadline is named.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from cockpit.core.gpu_agents import LocalAgent, SshAgent
+from cockpit.core.ray_api import DashboardError, ProfilingDisabled
+from cockpit.core.roles import role_of
+from cockpit.core.snapshots import ActorRow, JobRow, NodeSnapshot
+from cockpit.core.stacks import (
+    Collector,
+    Failure,
+    Member,
+    ProcessStack,
+    StackParseError,
+    StacksReport,
+    parse_json,
+    parse_text,
+)
+
+if TYPE_CHECKING:
+    from cockpit.core.connection import Connection
+    from cockpit.core.ray_api import DashboardClient
+
+MAX_PROCESSES = 2000
+"""Processes asked for at once (the list calls' limit); more is said in a note."""
+DASHBOARD_PARALLEL = 8
+"""`/worker/traceback` requests in flight at once: well inside the head's 100 concurrent requests."""
+NODE_PARALLEL = 8
+"""py-spy runs at once on one node."""
+PYSPY_TIMEOUT = 20.0
+"""One py-spy run (it pauses its process for a moment; a wedged one is given up)."""
+NODE_DEADLINE = 90.0
+"""How long a node may take for all its processes before it is named as not answering."""
+FALLBACK_PYTHON = "python3"
+
+_PROGRAM = r"""
+import concurrent.futures, json, os, shutil, subprocess, sys
+
+def _spy():
+    here = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    if os.access(here, os.X_OK):
+        return here
+    return shutil.which("py-spy")
+
+def _scope():
+    try:
+        with open("/proc/sys/kernel/yama/ptrace_scope") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+def _title(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read(400).replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+_KEEP = ("name", "filename", "short_filename", "line", "module")
+
+def _one(spy, pid):
+    title = _title(pid)
+    command = [spy, "dump", "--json", "--pid", str(pid)] + (["--native"] if _NATIVE else [])
+    try:
+        done = subprocess.run(command, capture_output=True, timeout=_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return {"pid": pid, "title": title, "error": "py-spy took longer than %d s" % _TIMEOUT}
+    out = done.stdout.decode("utf-8", "replace")
+    if done.returncode == 0:
+        try:
+            threads = json.loads(out)
+            for t in threads:
+                t["frames"] = [{k: f.get(k) for k in _KEEP} for f in t.get("frames") or ()]
+                t.pop("process_info", None)
+            return {"pid": pid, "title": title, "threads": threads}
+        except (ValueError, AttributeError, TypeError):
+            pass
+    text = (done.stderr.decode("utf-8", "replace") + "\n" + out).strip().splitlines()
+    lines = [l.strip() for l in text if l.strip() and not l.startswith(" ") and "backtrace" not in l]
+    error = lines[0] if lines else "py-spy failed (status %d)" % done.returncode
+    return {"pid": pid, "title": title, "error": error[:400]}
+
+def _main():
+    spy = _spy()
+    hello = {"hello": 1, "py_spy": spy or "", "ptrace_scope": _scope(), "uid": os.getuid()}
+    print(json.dumps(hello), flush=True)
+    if not spy:
+        return
+    with concurrent.futures.ThreadPoolExecutor(_PARALLEL) as pool:
+        for future in concurrent.futures.as_completed([pool.submit(_one, spy, p) for p in _PIDS]):
+            print(json.dumps(future.result()), flush=True)
+
+try:
+    _main()
+except (BrokenPipeError, KeyboardInterrupt):
+    pass
+"""
+
+
+def stacks_program(pids: Sequence[int], native: bool = False) -> str:
+    """The program each node runs (read by its Python from stdin): py-spy on PIDS, a JSON line each."""
+    return (
+        f"_PIDS = {[int(p) for p in pids]!r}\n_NATIVE = {bool(native)!r}\n"
+        f"_TIMEOUT = {int(PYSPY_TIMEOUT)!r}\n_PARALLEL = {NODE_PARALLEL!r}\n{_PROGRAM}"
+    )
+
+
+# -- which processes -----------------------------------------------------------------------------------
+
+
+class SelectionError(Exception):
+    """Nothing to take stacks of (an unknown job, actor or node); `str()` is one line."""
+
+
+@dataclass(frozen=True)
+class Selection:
+    members: tuple[Member, ...]
+    nodes: dict[str, NodeSnapshot]
+    """Node id -> node, for every node a member is on."""
+    notes: tuple[str, ...] = ()
+    what: str = ""
+    """`job 02000000`, `actor RolloutWorker_0`, `node 1a2b3c4d`, `the cluster`."""
+
+
+def _actor_member(actor: ActorRow, nodes: dict[str, NodeSnapshot]) -> Member:
+    node = nodes.get(actor.node_id)
+    return Member(
+        pid=actor.pid or 0,
+        node_id=actor.node_id,
+        node_ip=node.ip if node else "",
+        hostname=node.hostname if node else "",
+        kind="actor",
+        actor_id=actor.actor_id,
+        actor_name=actor.name,
+        class_name=actor.class_name.rsplit(".", 1)[-1],
+        role=role_of(actor.class_name, actor.name),
+        job_id=actor.job_id,
+    )
+
+
+def _plain_member(
+    pid: int, node_id: str, nodes: dict[str, NodeSnapshot], kind: str, job_id: str = ""
+) -> Member:
+    node = nodes.get(node_id)
+    return Member(
+        pid=pid,
+        node_id=node_id,
+        node_ip=node.ip if node else "",
+        hostname=node.hostname if node else "",
+        kind=kind,
+        job_id=job_id,
+    )
+
+
+def _driver(job: JobRow, nodes: dict[str, NodeSnapshot]) -> Member | None:
+    if not job.driver_pid or not job.driver_node_id or job.terminal:
+        return None
+    return _plain_member(job.driver_pid, job.driver_node_id, nodes, "driver", job.job_id)
+
+
+def _match_job(jobs: Iterable[JobRow], wanted: str) -> JobRow:
+    jobs = list(jobs)
+    exact = [j for j in jobs if wanted in (j.submission_id, j.job_id)]
+    found = exact or [j for j in jobs if j.key.startswith(wanted)]
+    if not found:
+        raise SelectionError(f"no job {wanted} on the cluster (`cockpit jobs TARGET` lists them).")
+    if len(found) > 1:
+        raise SelectionError(f"{wanted} matches {len(found)} jobs; give more of its id.")
+    return found[0]
+
+
+async def select(
+    client: DashboardClient, job: str | None = None, actor: str | None = None, node: str | None = None
+) -> Selection:
+    """The processes to dump, each with what the cluster says it is.
+
+    Raises:
+        SelectionError: the job, actor or node is not there, or has no process alive.
+    """
+    all_nodes = await client.nodes()
+    nodes = {n.node_id: n for n in all_nodes if n.alive}
+    notes: list[str] = []
+    members: dict[tuple[str, int], Member] = {}
+
+    def add(member: Member) -> None:
+        if member.pid > 0 and member.node_id in nodes:
+            key = (member.node_id, member.pid)
+            if key not in members or members[key].kind == "worker":
+                members[key] = member
+
+    def truncated(listing: Any, what: str) -> None:
+        meta = listing.meta
+        if getattr(meta, "truncated", False) or len(listing.rows) >= MAX_PROCESSES:
+            notes.append(f"only the first {len(listing.rows)} {what} were asked for")
+
+    if actor is not None:
+        listing = await client.actors(filters=[("state", "=", "ALIVE")], limit=MAX_PROCESSES)
+        found = [a for a in listing.rows if a.actor_id.startswith(actor) or a.name == actor]
+        if not found:
+            raise SelectionError(f"no alive actor {actor} (an actor id, a prefix of one, or a name).")
+        if len(found) > 1:
+            raise SelectionError(f"{actor} matches {len(found)} actors; give more of its id.")
+        add(_actor_member(found[0], nodes))
+        what = f"actor {found[0].name or found[0].actor_id[:12]}"
+    elif job is not None:
+        row = _match_job(await client.jobs(), job)
+        if row.terminal:
+            raise SelectionError(
+                f"job {row.key} has ended ({row.status}): no process left to take stacks of."
+            )
+        if not row.job_id:
+            raise SelectionError(f"job {row.key} has no driver yet ({row.status}); try again when it runs.")
+        driver = _driver(row, nodes)
+        if driver is not None:
+            add(driver)
+        actors = await client.actors(
+            filters=[("job_id", "=", row.job_id), ("state", "=", "ALIVE")], limit=MAX_PROCESSES
+        )
+        truncated(actors, "actors")
+        for a in actors.rows:
+            add(_actor_member(a, nodes))
+        tasks = await client.tasks(
+            filters=[("job_id", "=", row.job_id), ("state", "=", "RUNNING")], limit=MAX_PROCESSES
+        )
+        truncated(tasks, "running tasks")
+        for t in tasks.rows:
+            if t.worker_pid:
+                add(_plain_member(t.worker_pid, t.node_id, nodes, "worker", row.job_id))
+        what = f"job {row.key}"
+    else:
+        if node is not None:
+            chosen = [n for n in nodes.values() if n.node_id.startswith(node) or node in (n.ip, n.hostname)]
+            if not chosen:
+                raise SelectionError(f"no alive node {node} (a node id or a prefix, an IP or a host name).")
+            if len(chosen) > 1:
+                raise SelectionError(f"{node} matches {len(chosen)} nodes; give more of its id.")
+            nodes_wanted = {chosen[0].node_id}
+            what = f"node {chosen[0].hostname or chosen[0].ip} ({chosen[0].node_id[:8]})"
+        else:
+            nodes_wanted = set(nodes)
+            what = "the cluster"
+        workers = await client.workers(
+            filters=[("is_alive", "=", "true"), ("worker_type", "=", "WORKER")], limit=MAX_PROCESSES
+        )
+        truncated(workers, "workers")
+        actors = await client.actors(filters=[("state", "=", "ALIVE")], limit=MAX_PROCESSES)
+        by_pid = {(a.node_id, a.pid): a for a in actors.rows if a.pid}
+        for w in workers.rows:
+            if w.node_id in nodes_wanted and w.pid:
+                known = by_pid.get((w.node_id, w.pid))
+                add(
+                    _actor_member(known, nodes) if known else _plain_member(w.pid, w.node_id, nodes, "worker")
+                )
+        for j in await client.jobs():
+            if j.status == "RUNNING" and (d := _driver(j, nodes)) and d.node_id in nodes_wanted:
+                add(d)
+    chosen_members = tuple(sorted(members.values(), key=lambda m: (m.node_id, m.pid)))
+    if not chosen_members:
+        raise SelectionError(f"{what} has no alive process to take stacks of.")
+    used = {m.node_id: nodes[m.node_id] for m in chosen_members}
+    return Selection(members=chosen_members, nodes=used, notes=tuple(notes), what=what)
+
+
+# -- taking them ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Dumped:
+    member: Member
+    stack: ProcessStack
+
+
+@dataclass(frozen=True)
+class Failed:
+    failure: Failure
+
+
+@dataclass(frozen=True)
+class NodeDone:
+    node: str
+    note: str = ""
+
+
+Event = Dumped | Failed | NodeDone
+
+
+def node_label(node: NodeSnapshot) -> str:
+    return (
+        f"{node.hostname or node.ip} [{node.ip}]" if node.hostname and node.ip else node.hostname or node.ip
+    )
+
+
+PTRACE_HELP = (
+    "py-spy may not read other processes there{scope}: ask the admin for `sysctl kernel.yama.ptrace_scope=0` "
+    "(or CAP_SYS_PTRACE for py-spy), or run the workers so that py-spy may attach (sudo py-spy, or Ray's "
+    "RAY_DASHBOARD_ENABLE_PROFILING=1 on the head with passwordless sudo for py-spy)"
+)
+
+
+def explain(error: str, scope: str = "") -> str:
+    """One line for a py-spy error: what it means and, for a refused ptrace, what to do."""
+    low = error.lower()
+    if (
+        "permission denied" in low
+        or "operation not permitted" in low
+        or "os error 1)" in low
+        or "os error 13" in low
+    ):
+        shown = f" (kernel.yama.ptrace_scope = {scope})" if scope and scope != "0" else ""
+        return PTRACE_HELP.format(scope=shown)
+    if "failed to get process executable name" in low or "no such process" in low or "os error 3)" in low:
+        return "the process has exited"
+    if "failed to find python version" in low or "failed to find a python interpreter" in low:
+        return "not a Python process py-spy understands"
+    return error
+
+
+async def _dashboard_node(
+    client: DashboardClient,
+    members: Sequence[Member],
+    native: bool,
+    gate: asyncio.Semaphore,
+    put: Callable[[Event], Any],
+) -> None:
+    """One node's processes through the head's `/worker/traceback`, a few requests at a time overall.
+
+    Raises:
+        ProfilingDisabled: the head refuses (the first answer says so).
+    """
+
+    async def one(member: Member) -> None:
+        label = member.hostname or member.node_ip
+        async with gate:
+            try:
+                text = await client.worker_traceback(member.pid, member.node_id, native=native)
+                stack = parse_text(text)
+            except ProfilingDisabled:
+                raise
+            except (DashboardError, StackParseError) as exc:
+                await put(Failed(Failure(label, member.pid, explain(str(exc)), member)))
+                return
+        await put(Dumped(_titled(member, stack.title), stack))
+
+    await asyncio.gather(*(one(m) for m in members))
+
+
+def _titled(member: Member, title: str) -> Member:
+    if member.title or not title:
+        return member
+    return Member(**{**{f: getattr(member, f) for f in Member.__dataclass_fields__}, "title": title[:200]})
+
+
+async def _from_program(
+    label: str, members: Sequence[Member], start: Callable[[str], Any], native: bool
+) -> AsyncIterator[Event]:
+    """One node's processes through `stacks_program` (over SSH or as a local subprocess)."""
+    by_pid = {m.pid: m for m in members}
+    try:
+        agent = await start(stacks_program(list(by_pid), native))
+    except Exception as exc:  # an SSH or OS error starting it: the node's one line
+        yield Failed(Failure(label, 0, f"cannot start py-spy there ({exc})"))
+        return
+    seen: set[int] = set()
+    scope = ""
+    try:
+        async for line in agent.lines():
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(doc, dict):
+                continue
+            if doc.get("hello"):
+                scope = str(doc.get("ptrace_scope") or "")
+                if not doc.get("py_spy"):
+                    yield Failed(
+                        Failure(
+                            label,
+                            0,
+                            "py-spy is not installed next to the node's Python "
+                            "(it comes with ray[default]; pip install py-spy)",
+                        )
+                    )
+                    return
+                continue
+            pid = doc.get("pid")
+            member = by_pid.get(pid) if isinstance(pid, int) else None
+            if member is None or member.pid in seen:
+                continue
+            seen.add(member.pid)
+            title = str(doc.get("title") or "")
+            if "threads" in doc:
+                try:
+                    stack = parse_json(json.dumps(doc["threads"]), title)
+                except StackParseError as exc:
+                    yield Failed(Failure(label, member.pid, str(exc), member))
+                    continue
+                yield Dumped(_titled(member, title), stack)
+            else:
+                yield Failed(
+                    Failure(
+                        label, member.pid, explain(str(doc.get("error") or "py-spy failed"), scope), member
+                    )
+                )
+    except Exception as exc:  # the stream broke (a dropped SSH connection)
+        yield Failed(Failure(label, 0, f"the connection broke ({exc or type(exc).__name__})"))
+        return
+    finally:
+        with contextlib.suppress(Exception):
+            await agent.stop()
+    if not seen and len(by_pid) > 0:
+        yield Failed(Failure(label, 0, agent.reason or "py-spy gave no answer"))
+        return
+    for pid in by_pid.keys() - seen:
+        yield Failed(Failure(label, pid, agent.reason or "py-spy gave no answer", by_pid[pid]))
+
+
+async def _profiling_on(client: DashboardClient) -> bool:
+    try:
+        return bool(await client.profiling_enabled())
+    except DashboardError:
+        return False
+
+
+async def gather(
+    connection: Connection,
+    selection: Selection,
+    native: bool = False,
+    via: str = "auto",
+    local: bool = False,
+    deadline: float = NODE_DEADLINE,
+) -> AsyncIterator[tuple[Collector, Event | None]]:
+    """Take the stacks of SELECTION's members; yields the collector after each event (None: the start).
+
+    VIA: `auto` (the dashboard where the head allows it, else the nodes), `dashboard` or `ssh`
+    (`ssh` on a local cluster: a subprocess on this machine). LOCAL: the target is the local cluster.
+
+    Raises:
+        ProfilingDisabled: VIA is `dashboard` and the head refuses.
+        SelectionError: no way to reach the nodes (an http:// target with profiling off).
+    """
+    client = connection.client
+    by_node: dict[str, list[Member]] = {}
+    for member in selection.members:
+        by_node.setdefault(member.node_id, []).append(member)
+    labels = {nid: node_label(selection.nodes[nid]) for nid in by_node}
+    collector = Collector(expected={labels[n]: by_node[n] for n in by_node}, notes=list(selection.notes))
+
+    use_dashboard = via == "dashboard" or (via == "auto" and await _profiling_on(client))
+    if not use_dashboard and connection.link is None and not local:
+        raise SelectionError(
+            "the head does not serve stacks (RAY_DASHBOARD_ENABLE_PROFILING=1 is not set on it) and an "
+            "http:// target has no SSH to run py-spy on the nodes: use the SSH host as TARGET"
+        )
+    collector.source = "dashboard" if use_dashboard else ("local" if connection.link is None else "ssh")
+    collector.notes.insert(
+        0,
+        {
+            "dashboard": "taken by the head's agents (/worker/traceback)",
+            "ssh": "taken with py-spy over SSH, one session per node",
+            "local": "taken with py-spy on this machine (the local cluster)",
+        }[collector.source],
+    )
+    yield collector, None
+
+    queue: asyncio.Queue[Event] = asyncio.Queue()
+    gate = asyncio.Semaphore(DASHBOARD_PARALLEL)
+    head_ip = next((n.ip for n in await client.nodes() if n.is_head and n.alive), "")
+
+    async def node_task(node_id: str) -> None:
+        label = labels[node_id]
+        node = selection.nodes[node_id]
+
+        async def run() -> None:
+            if use_dashboard:
+                await _dashboard_node(client, by_node[node_id], native, gate, queue.put)
+            else:
+                starter = _starter(connection, node, head_ip)
+                async for event in _from_program(label, by_node[node_id], starter, native):
+                    await queue.put(event)
+
+        try:
+            await asyncio.wait_for(run(), deadline)
+        except asyncio.TimeoutError:
+            pass
+        else:
+            await queue.put(NodeDone(label))
+
+    tasks = {asyncio.create_task(node_task(n)): n for n in by_node}
+    try:
+        pending: set[asyncio.Task[Any]] = set(tasks)
+        while pending or not queue.empty():
+            if queue.empty():
+                getter: asyncio.Task[Any] = asyncio.create_task(queue.get())
+                done, _ = await asyncio.wait({getter, *pending}, return_when=asyncio.FIRST_COMPLETED)
+                for t in done - {getter}:
+                    pending.discard(t)
+                    t.result()  # a ProfilingDisabled or a bug surfaces here
+                if getter not in done:
+                    getter.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await getter
+                    continue
+                event = getter.result()
+            else:
+                event = queue.get_nowait()
+            _collect(collector, event)
+            yield collector, event
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if connection.link is not None and not use_dashboard:
+            await connection.link.close_node_connections()
+
+
+def _collect(collector: Collector, event: Event) -> None:
+    if isinstance(event, Dumped):
+        collector.dumps.append((event.member, event.stack))
+    elif isinstance(event, Failed):
+        collector.failures.append(event.failure)
+        if not event.failure.pid:
+            collector.done_nodes.add(event.failure.node)
+    elif isinstance(event, NodeDone):
+        collector.done_nodes.add(event.node)
+
+
+def _starter(connection: Connection, node: NodeSnapshot, head_ip: str) -> Callable[[str], Any]:
+    link = connection.link
+    python = node.python or FALLBACK_PYTHON
+    if link is None:  # the local cluster: its nodes are this machine
+        local_python = node.python or sys.executable
+        return lambda program: LocalAgent.start(local_python, program=program)
+    host = None if node.ip == head_ip else node.ip
+    return lambda program: SshAgent.start(
+        lambda cmd: link.start_process(cmd, host=host), python, program=program
+    )
+
+
+async def take(
+    connection: Connection,
+    selection: Selection,
+    native: bool = False,
+    via: str = "auto",
+    local: bool = False,
+    deadline: float = NODE_DEADLINE,
+    on_update: Callable[[Collector], None] | None = None,
+) -> StacksReport:
+    """Every stack of SELECTION, grouped; ON_UPDATE is told after each process or node (for progress)."""
+    collector: Collector | None = None
+    async for collector, _event in gather(connection, selection, native, via, local, deadline):
+        if on_update is not None:
+            on_update(collector)
+    assert collector is not None
+    return collector.report()
