@@ -31,7 +31,9 @@ from cockpit.ui.feeds.actors import ActorsFeed
 from cockpit.ui.feeds.cluster import ClusterFeed
 from cockpit.ui.feeds.gpus import GpuFeed
 from cockpit.ui.feeds.high_res import HighResFeed
+from cockpit.ui.feeds.hang import HangFeed
 from cockpit.ui.feeds.paused import PausedFeed
+from cockpit.ui.feeds.stacks import StacksFeed
 from cockpit.ui.messages import (
     ActorQueryChanged,
     HighResToggled,
@@ -90,6 +92,7 @@ class CockpitApp(App[int]):
             Binding(entry.key, f"switch_mode('{entry.mode}')", entry.label, id=f"nav.{entry.mode}")
             for entry in MAIN_SCREENS
         ),
+        Binding("S", "stacks", "Stacks", id="app.stacks", show=False),
         Binding("r", "refresh_now", "Refresh", id="app.refresh"),
         Binding("question_mark", "help", "Help", key_display="?", id="app.help"),
         Binding("q", "quit", "Quit", id="app.quit"),
@@ -127,6 +130,8 @@ class CockpitApp(App[int]):
         self.state.gpu_board.rules = rules
         self.actors_feed = ActorsFeed(self, self.state, self.cluster_feed.dashboard, rules)
         self.paused_feed = PausedFeed(self, self.state, self.cluster_feed.connection)
+        self.stacks_feed = StacksFeed(self, self.state, self.cluster_feed.connection)
+        self.hang_feed = HangFeed(self, self.state, self.cluster_feed.connection)
         self._signals: dict[int, Any] = {}
         """Handlers replaced while the app runs (SIGHUP, SIGTERM), put back when it ends."""
         self._job_control = {sig: signal.getsignal(sig) for sig in JOB_CONTROL}
@@ -154,11 +159,14 @@ class CockpitApp(App[int]):
         if not self.offline:
             self.cluster_feed.start()
             self.paused_feed.start()
+            self.hang_feed.start()
 
     async def on_unmount(self) -> None:
         self._release_signals()
         self.high_res.stop()
         self.paused_feed.stop()
+        self.stacks_feed.cancel()
+        self.hang_feed.stop()
         await self._leave_held_session()
         for _label, _port, close in self.state.paused.forwards:
             close()
@@ -294,6 +302,20 @@ class CockpitApp(App[int]):
                 self.cluster_feed.crashed(error)
 
     # -- actions -------------------------------------------------------------------------------
+
+    def take_stacks(self, job: str = "", native: bool = False) -> bool:
+        """The stacks of JOB ("" for the whole cluster) for the Doctor screen; False: one is under way."""
+        if self.offline:
+            return False
+        return self.stacks_feed.take(job, native)
+
+    async def action_stacks(self) -> None:
+        """`S` from anywhere: the Doctor screen, and the stacks of the hung job (else the newest running)."""
+        await self.switch_mode("doctor")
+        screen = self.screen
+        take = getattr(screen, "action_take", None)
+        if take is not None:
+            take()
 
     def action_refresh_now(self) -> None:
         if not self.offline:

@@ -12,6 +12,7 @@ from cockpit.ui.screens.actors import ActorsScreen
 from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.screens.cluster import ClusterScreen
 from cockpit.ui.screens.debugger import DebuggerScreen
+from cockpit.ui.screens.doctor import DoctorScreen
 from cockpit.ui.screens.gpus import GpuScreen
 from cockpit.ui.screens.jobs import JobsScreen
 from cockpit.ui.screens.logs import LogsScreen
@@ -32,5 +33,6 @@ MAIN_SCREENS: tuple[MainScreen, ...] = (
     MainScreen("4", "jobs", "Jobs", JobsScreen),
     MainScreen("5", "logs", "Logs", LogsScreen),
     MainScreen("6", "debugger", "Debug", DebuggerScreen),
+    MainScreen("8", "doctor", "Doctor", DoctorScreen),
 )
 FIRST = MAIN_SCREENS[0].mode

@@ -25,6 +25,7 @@ from cockpit.core.layouts import Layout
 from cockpit.core.paused import PausedCache, PausedGroup, PausedWorker
 from cockpit.core.pending import PendingReport
 from cockpit.core.snapshots import ActorRow, ClusterInfo, ClusterSnapshot, JobRow
+from cockpit.core.stacks import StacksReport
 from cockpit.core.targets import Target
 
 if TYPE_CHECKING:
@@ -40,7 +41,9 @@ are always polled; the others are fetched at full cadence only while something s
 `actors`: the alive actors on the GPUs (GPU views); `actor_list`: the Actors screen's whole table and
 the "why not running" report; `paused`: the Debugger screen's list (faster, legacy sessions too)."""
 
-Topic = Literal["connection", "info", "snapshot", "gpus", "gpu_notice", "actors", "pending", "paused"]
+Topic = Literal[
+    "connection", "info", "snapshot", "gpus", "gpu_notice", "actors", "pending", "paused", "doctor", "hang"
+]
 """What a `StateChanged` message says changed."""
 
 ConnectionPhase = Literal["connecting", "connected", "reconnecting", "unreachable"]
@@ -117,6 +120,44 @@ class Paused:
 
 
 @dataclass
+class JobWatch:
+    """What the hang detector knows of one running job (written by the hang feed)."""
+
+    job: JobRow
+    hung: bool = False
+    line: str = ""
+    """The status-bar line while hung: `no progress for 12 min · 8 GPUs at 0 % (idle)`."""
+    straggler: str = ""
+    last_progress: str = ""
+    last_progress_age: float | None = None
+    hang_after: float = 600.0
+    watching: str = ""
+    """What counts as progress: `lines matching step=\\d+`, or `any driver-log line or GPU activity`."""
+    error: str = ""
+
+
+@dataclass
+class Doctor:
+    """The run doctor: the last grouped stacks taken, the one being taken, and the hang watch."""
+
+    report: StacksReport | None = None
+    what: str = ""
+    """Whose stacks (`job raysubmit_…`, `the cluster`)."""
+    job: str = ""
+    """The job key they were taken for ("" for the whole cluster)."""
+    taken_at: float = 0.0
+    taking: bool = False
+    progress: str = ""
+    error: str = ""
+    native: bool = False
+    watches: dict[str, JobWatch] = field(default_factory=dict)
+    """Job key -> its watch, for the running jobs the hang feed follows."""
+
+    def hung(self) -> list[JobWatch]:
+        return [w for w in self.watches.values() if w.hung]
+
+
+@dataclass
 class CockpitState:
     """What the cockpit knows. Feeds write it; screens read it."""
 
@@ -150,6 +191,7 @@ class CockpitState:
     actor_table: ActorTable | None = None
     stuck: Stuck = field(default_factory=Stuck)
     paused: Paused = field(default_factory=Paused)
+    doctor: Doctor = field(default_factory=Doctor)
     shown_needs: frozenset[Need] = frozenset()
     """What the screen on view needs; the feeds read it to choose what to fetch."""
 

@@ -38,6 +38,15 @@ def paused_warning(state: CockpitState) -> str:
     return f"⏸ {count} paused in debugger (6)" if count else ""
 
 
+def hang_warning(state: CockpitState) -> str:
+    """ "⚠ job X: no progress for 12 min · 8 GPUs at 0 % (idle) (S: stacks)" while a job seems hung."""
+    hung = state.doctor.hung()
+    if not hung:
+        return ""
+    more = f" (+{len(hung) - 1} more)" if len(hung) > 1 else ""
+    return f"⚠ {hung[0].job.key}: {hung[0].line}{more} (S: stacks)"
+
+
 class StatusBar(Static):
     """One line at the top of every screen. Re-rendered when the app's connection facts change."""
 
@@ -55,6 +64,8 @@ class StatusBar(Static):
     stuck: reactive[str] = reactive("")
     paused: reactive[str] = reactive("")
     """Workers waiting in the post-mortem debugger."""
+    hang: reactive[str] = reactive("")
+    """A running job that made no progress for its `hang_after`."""
     """A warning while something of a job has not started for more than a minute."""
 
     def show(self, state: CockpitState, screen_title: str) -> None:
@@ -69,6 +80,7 @@ class StatusBar(Static):
         self.screen_title = screen_title
         self.stuck = stuck_warning(state)
         self.paused = paused_warning(state)
+        self.hang = clean(hang_warning(state))
         self.refresh()
 
     def render(self) -> Text:
@@ -86,6 +98,8 @@ class StatusBar(Static):
             text.append("↻ reconnecting", style="bold yellow")
         else:
             text.append("✖ unreachable", style="bold red")
+        if self.hang:
+            text.append(f" · {self.hang}", style="bold red")
         if self.paused:
             text.append(f" · {self.paused}", style="bold magenta")
         if self.stuck:

@@ -1,0 +1,74 @@
+"""Provides the shipped `demo-hang` job on the session cluster, hanging early: RolloutWorker_0 blocks in
+`wait_for_weights_sync`, RolloutWorker_1..3 wait for it in `all_gather_weights`, the driver in `ray.get`.
+
+Each job gets a new submission id and is stopped when the test is done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from cockpit.core import profiles
+from cockpit.core.connection import Connection
+from cockpit.core.ray_api import DashboardClient
+from cockpit.core.stack_gather import select, take
+from cockpit.core.stacks import StacksReport
+from tests.harness.cluster import ClusterHandle
+from tests.harness.debug_jobs import CrashJob, _stop, _submit
+
+HANG_STEP = 2
+
+
+def hang_request(submission_id: str, hang_at_step: int = HANG_STEP, **env: str) -> dict[str, Any]:
+    profile = profiles.load(profiles.find("demo-hang"))
+    request = profiles.render(profile, submission_id=submission_id)
+    values = request["runtime_env"]["env_vars"]
+    assert "DEMO_HANG_AT_STEP" in values, "the demo-hang profile must make the demo hang"
+    values.update({"DEMO_HANG_AT_STEP": str(hang_at_step), "DEMO_STEP_SECONDS": "0.3", **env})
+    return request
+
+
+@contextmanager
+def demo_hang_job(cluster: ClusterHandle, hang_at_step: int = HANG_STEP) -> Iterator[CrashJob]:
+    submission_id = f"cockpit-test-hang-{uuid.uuid4().hex[:8]}"
+    job = _submit(cluster, hang_request(submission_id, hang_at_step))
+    try:
+        yield job
+    finally:
+        _stop(cluster, submission_id)
+
+
+def labels(report: StacksReport) -> dict[str, list[str]]:
+    """Each group's label -> its members' actor names (or what they are)."""
+    return {g.label: [m.who for m in g.members] for g in report.groups}
+
+
+async def wait_hung(
+    connection: Connection, job_id: str, timeout: float = 90.0, **options: Any
+) -> StacksReport:
+    """The job's stacks once RolloutWorker_0 is seen in `wait_for_weights_sync` and the three others in
+    `all_gather_weights` (the hang has happened)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        selection = await select(connection.client, job=job_id)
+        report = await take(connection, selection, **options)
+        found = labels(report)
+        stuck = [who for label, who in found.items() if "wait_for_weights_sync" in label]
+        waiting = sorted(
+            name for label, who in found.items() if "all_gather_weights" in label for name in who
+        )
+        if stuck == [["RolloutWorker_0"]] and waiting == [f"RolloutWorker_{i}" for i in (1, 2, 3)]:
+            return report
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the demo-hang job did not hang as planned within {timeout:.0f} s: {found}")
+        await asyncio.sleep(1.0)
+
+
+async def alive_actor_pids(client: DashboardClient, job_id: str) -> set[int]:
+    listing = await client.actors(filters=[("job_id", "=", job_id), ("state", "=", "ALIVE")])
+    return {a.pid for a in listing.rows if a.pid}
