@@ -99,8 +99,28 @@ def test_errors_name_file_line_and_key(tmp_path: Path, text: str, fragment: str)
     ],
 )
 def test_hang_keys_load(tmp_path: Path, text: str, progress: str, hang_after: float | None) -> None:
+    from cockpit.core.hang import DEFAULT_HANG_AFTER, hang_policy
+
     profile = profiles.load(write(tmp_path, text))
     assert (profile.progress, profile.hang_after) == (progress, hang_after)
+    policy = hang_policy(profile)
+    assert policy.hang_after == (DEFAULT_HANG_AFTER if hang_after is None else hang_after)
+    assert (policy.progress.pattern if policy.progress else "") == progress
+
+
+def test_shipped_demo_hang_profile_shows_its_hang_keys() -> None:
+    import subprocess
+
+    profile = profiles.load(profiles.find("demo-hang"))
+    assert (profile.progress, profile.hang_after) == (r"step=\d+", 60.0)
+    result = subprocess.run(
+        [sys.executable, "-m", "cockpit.cli", "profiles", "show", "demo-hang"], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["metadata"]["cockpit_profile"] == "demo-hang"  # stdout stays JSON
+    assert result.stderr == (
+        "hang detector: progress is a driver-log line matching `step=\\d+`; no progress for 1m00s is a hang\n"
+    )
 
 
 def test_secrets_only_in_env_vars(tmp_path: Path) -> None:
