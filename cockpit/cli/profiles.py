@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
-from cockpit.cli.common import EXIT_FAIL, EXIT_OK, err
+from cockpit.cli.common import EXIT_FAIL, EXIT_OK, err, say
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -40,6 +41,19 @@ def show(args: argparse.Namespace) -> int:
 
     profile = profiles.load(profiles.find(args.name, warn=err))
     print(json.dumps(profiles.render(profile, mask=True, check_secrets=False), indent=2, ensure_ascii=False))
+    if profile.progress or profile.hang_after is not None:
+        # Not part of the job request, so not in the JSON (which scripts read): one line on stderr.
+        from cockpit.core.hang import DEFAULT_HANG_AFTER
+        from cockpit.core.text import clean
+        from cockpit.core.units import duration
+
+        progress = (
+            f"a driver-log line matching `{clean(profile.progress)}`"
+            if profile.progress
+            else "any driver-log line, or GPU utilization that moves"
+        )
+        after = duration(DEFAULT_HANG_AFTER if profile.hang_after is None else profile.hang_after)
+        say(f"hang detector: progress is {progress}; no progress for {after} is a hang", sys.stderr)
     return EXIT_OK
 
 

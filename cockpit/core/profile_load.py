@@ -3,7 +3,8 @@
 The file is read by `profile_file.read_yaml` (limits: size, UTF-8, no aliases, no duplicate keys, depth).
 Then each key is checked against what the cockpit and Ray accept; a `${env:NAME}` secret anywhere but a
 `runtime_env.env_vars` value is refused, judged on each reference as the resolver reads it. Errors are one
-line naming the file, the line and the key. Nothing here resolves a variable or touches the cluster.
+line naming the file, the line and the key (`progress:` must compile, `hang_after:` be a duration that
+`units.parse_duration` reads). Nothing here resolves a variable or touches the cluster.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import yaml
 
 from cockpit.core.overrides import SECRET_HOME, OverrideError, parse_override, secret_reference
 from cockpit.core.profile_file import ProfileError, read_yaml
+from cockpit.core.text import clean
+from cockpit.core.units import parse_duration
 from cockpit.core.working_dir import excludes_spec
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -36,6 +39,8 @@ _KEYS = {
     "debug",
     "framework",
     "secret_files",
+    "progress",
+    "hang_after",
 }
 FRAMEWORKS = ("generic", "demo", "verl", "intuitor", "nemo_rl", "rlinf")
 """Frameworks whose overrides the pre-flight checks understand."""
@@ -88,6 +93,10 @@ class Profile:
     """The line of each `cluster:` key the file gives (`nodes`, `gpus_per_node`); empty: no shape given."""
     override_lines: tuple[int, ...] = ()
     """The line of each of `overrides`."""
+    progress: str = ""
+    """A regex (checked to compile): only driver-log lines it finds count as progress; empty: any line."""
+    hang_after: float | None = None
+    """Seconds without progress that make a hang (`hang.hang_policy` reads both); None: the default."""
 
 
 def _line_of(node: yaml.Node | None, dotted: str) -> int:
@@ -151,6 +160,28 @@ class _Checker:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise self.fail(key, f"must be a number, not {value!r}.")
         return float(value)
+
+    def pattern(self, value: Any, key: str) -> str:
+        text = self.string(value, key)
+        try:
+            re.compile(text)
+        except re.error as exc:
+            where = "" if exc.pos is None else f" at position {exc.pos}"
+            raise self.fail(key, f"not a regular expression: {clean(exc.msg)}{where}.") from None
+        except (OverflowError, RecursionError) as exc:  # `a{99999999999}`, thousands of nested groups
+            raise self.fail(key, f"not a regular expression Python takes: {exc}.") from None
+        return text
+
+    def duration(self, value: Any, key: str) -> float | None:
+        """Seconds from `10m`, `1h30m`, `90s` or a number of seconds."""
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise self.fail(key, f"must be a duration such as 10m or 90s, not {_kind(value)}.")
+        try:
+            return parse_duration(str(value))
+        except ValueError as exc:
+            raise self.fail(key, str(exc)) from None
 
     def strings(self, value: Any, key: str) -> tuple[str, ...]:
         if value is None:
@@ -304,6 +335,8 @@ def load(path: Path) -> Profile:
             key: _line_of(node, f"cluster.{key}") for key in ("nodes", "gpus_per_node") if key in cluster
         },
         override_lines=tuple(_item_line(node, "overrides", index) for index in range(len(overrides))),
+        progress=check.pattern(doc.get("progress"), "progress"),
+        hang_after=check.duration(doc.get("hang_after"), "hang_after"),
     )
 
 

@@ -67,6 +67,17 @@ def test_overrides_kept_as_written(tmp_path: Path) -> None:
         ("entrypoint: x\ntags: demo\n", ":2: tags: must be a list, not a string"),
         ("entrypoint: x\nframework: deepspeed\n", ":2: framework: unknown framework 'deepspeed'"),
         ("entrypoint: [unclosed\n", "not valid YAML"),
+        ("entrypoint: x\nprogress: 'step=(\\d+'\n", ":2: progress: not a regular expression: missing ), "),
+        ("entrypoint: x\n\nprogress: '\\q'\n", ":3: progress: not a regular expression: bad escape \\q"),
+        ("entrypoint: x\nprogress: 'a{99999999999}'\n", ":2: progress: not a regular expression Python"),
+        ("entrypoint: x\nprogress: [step]\n", ":2: progress: must be a string, not a list"),
+        ("entrypoint: x\nhang_after: 10x\n", ":2: hang_after: '10x' is not a duration (e.g. 90s, 10m"),
+        ("entrypoint: x\nhang_after: -5m\n", ":2: hang_after: '-5m' is not a duration"),
+        ("entrypoint: x\nhang_after: 0\n", ":2: hang_after: '0' is no time at all"),
+        ("entrypoint: x\nhang_after: 30d\n", ":2: hang_after: '30d' is not a duration"),
+        ("entrypoint: x\nhang_after: 9999h\n", ":2: hang_after: '9999h' is more than 7 days"),
+        ("entrypoint: x\nhang_after: true\n", ":2: hang_after: must be a duration such as 10m or 90s"),
+        ("entrypoint: x\nhang_after: {m: 10}\n", ":2: hang_after: must be a duration such as 10m"),
     ],
 )
 def test_errors_name_file_line_and_key(tmp_path: Path, text: str, fragment: str) -> None:
@@ -74,6 +85,42 @@ def test_errors_name_file_line_and_key(tmp_path: Path, text: str, fragment: str)
     with pytest.raises(profiles.ProfileError) as info:
         profiles.load(path)
     assert str(path) in str(info.value) and fragment in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "progress", "hang_after"),
+    [
+        ("entrypoint: x\n", "", None),
+        ("entrypoint: x\nprogress: 'step=\\d+'\nhang_after: 1m\n", r"step=\d+", 60.0),
+        ("entrypoint: x\nhang_after: 1h30m\n", "", 5400.0),
+        ("entrypoint: x\nhang_after: 90\n", "", 90.0),
+        ("entrypoint: x\nhang_after: 2.5\n", "", 2.5),
+        ("entrypoint: x\nprogress: '^step=\\d+ '\n", r"^step=\d+ ", None),
+    ],
+)
+def test_hang_keys_load(tmp_path: Path, text: str, progress: str, hang_after: float | None) -> None:
+    from cockpit.core.hang import DEFAULT_HANG_AFTER, hang_policy
+
+    profile = profiles.load(write(tmp_path, text))
+    assert (profile.progress, profile.hang_after) == (progress, hang_after)
+    policy = hang_policy(profile)
+    assert policy.hang_after == (DEFAULT_HANG_AFTER if hang_after is None else hang_after)
+    assert (policy.progress.pattern if policy.progress else "") == progress
+
+
+def test_shipped_demo_hang_profile_shows_its_hang_keys() -> None:
+    import subprocess
+
+    profile = profiles.load(profiles.find("demo-hang"))
+    assert (profile.progress, profile.hang_after) == (r"step=\d+", 60.0)
+    result = subprocess.run(
+        [sys.executable, "-m", "cockpit.cli", "profiles", "show", "demo-hang"], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["metadata"]["cockpit_profile"] == "demo-hang"  # stdout stays JSON
+    assert result.stderr == (
+        "hang detector: progress is a driver-log line matching `step=\\d+`; no progress for 1m00s is a hang\n"
+    )
 
 
 def test_secrets_only_in_env_vars(tmp_path: Path) -> None:
@@ -104,6 +151,7 @@ def test_every_shipped_profile_passes_check() -> None:
         "rlinf-math-grpo-disaggregated-4x8",
         "demo",
         "demo-crash",
+        "demo-hang",
     } <= names
     result = subprocess.run(
         [sys.executable, "-m", "cockpit.cli", "profiles", "check", *map(str, SHIPPED)],
