@@ -6,12 +6,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 from typing import TYPE_CHECKING
 
 from cockpit.cli.common import EXIT_FAIL, EXIT_OK, add_connect_options, connect_options, err
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from cockpit.core.connection import Connection
+    from cockpit.core.hang import HangPolicy
+    from cockpit.core.snapshots import JobRow
     from cockpit.core.stacks import Collector, StacksReport
 
 
@@ -34,6 +40,33 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     p.add_argument("--brief", action="store_true", help="one line per group, without the stacks")
     p.set_defaults(handler=stacks)
+
+    w = sub.add_parser(
+        "watch",
+        help="watch a running job for progress; on a hang, save the grouped stacks and exit 5",
+        description=(
+            "Follows JOB's driver log and the cluster's GPUs. Progress is a driver-log line (or one matching "
+            "the profile's `progress:` regex) or GPU activity; after --hang-after without any (the profile's "
+            "`hang_after`, default 10m) the grouped stacks of every process of the job are written to --out "
+            "and the command exits 5. Exits 0 when the job succeeds, 1 when it fails or is stopped."
+        ),
+    )
+    add_connect_options(w)
+    w.add_argument("job", metavar="JOB", help="the job's submission id or Ray job id (or a prefix)")
+    w.add_argument(
+        "--hang-after", metavar="DURATION", help="e.g. 90s, 10m, 1h30m (default: the profile's, or 10m)"
+    )
+    w.add_argument("--progress", metavar="REGEX", help="only driver-log lines this finds count as progress")
+    w.add_argument(
+        "--out",
+        metavar="FILE",
+        help="where the stacks go on a hang (default ./cockpit-hang-JOB-TIME.txt; .json: JSON)",
+    )
+    w.add_argument("--native", action="store_true", help="native frames in the saved stacks too")
+    w.add_argument(
+        "--interval", type=float, default=5.0, metavar="S", help="seconds between checks (default 5)"
+    )
+    w.set_defaults(handler=watch)
 
 
 def stacks(args: argparse.Namespace) -> int:
@@ -113,3 +146,161 @@ class _Progress:
         if self.shown:
             sys.stderr.write("\r\x1b[K")
             sys.stderr.flush()
+
+
+def _flags(args: argparse.Namespace) -> tuple[float | None, re.Pattern[str] | None]:
+    """--hang-after and --progress, checked before anything is asked of the cluster."""
+    from cockpit.core.errors import CockpitError
+    from cockpit.core.units import parse_duration
+
+    override = None
+    if args.hang_after is not None:
+        try:
+            override = parse_duration(args.hang_after)
+        except ValueError as exc:
+            raise CockpitError(f"--hang-after: {exc}") from None
+    progress = None
+    if args.progress is not None:
+        try:
+            progress = re.compile(args.progress)
+        except re.error as exc:
+            raise CockpitError(f"--progress: not a regular expression ({exc}).") from None
+    return override, progress
+
+
+def _policy_for(args: argparse.Namespace, job: JobRow) -> tuple[HangPolicy, str]:
+    """The watch's policy: the job's profile (its metadata names it), the flags on top; and a line when
+    the profile could not be read."""
+    from cockpit.core.hang import HangPolicy
+    from cockpit.core.progress import job_policy
+
+    override, progress = _flags(args)
+    policy, problem = job_policy(job)
+    return (
+        HangPolicy(
+            hang_after=override if override is not None else policy.hang_after,
+            progress=progress if progress is not None else policy.progress,
+        ),
+        problem,
+    )
+
+
+def watch(args: argparse.Namespace) -> int:
+    from cockpit.cli.common import EXIT_HANG
+    from cockpit.core.connection import open_connection
+    from cockpit.core.errors import CockpitError
+    from cockpit.core.targets import parse_target
+
+    if not 0.2 <= args.interval <= 300:
+        raise CockpitError("--interval must be within 0.2..300 seconds.")
+    _flags(args)
+    target = parse_target(args.target)
+
+    async def run() -> int:
+        async with open_connection(target, connect_options(args)) as connection:
+            return await _watch(connection, args, target.kind == "local")
+
+    code = asyncio.run(run())
+    return EXIT_HANG if code == EXIT_HANG else code
+
+
+async def _watch(connection: Connection, args: argparse.Namespace, local: bool) -> int:
+    import time
+    from pathlib import Path
+
+    from cockpit.cli.common import EXIT_HANG
+    from cockpit.core.errors import CockpitError
+    from cockpit.core.hang import ProgressWatch
+    from cockpit.core.progress import describe_policy, follow_driver, gpu_readings
+    from cockpit.core.stack_gather import SelectionError, match_job, select, take
+    from cockpit.core.text import clean
+    from cockpit.core.units import duration
+
+    client = connection.client
+    try:
+        job = match_job(await client.jobs(), args.job)
+    except SelectionError as exc:
+        raise CockpitError(str(exc)) from None
+    if job.terminal:
+        raise CockpitError(f"job {job.key} has ended ({job.status}): nothing to watch.")
+    policy, problem = _policy_for(args, job)
+    if problem:
+        err(clean(problem))
+    out = (
+        Path(args.out)
+        if args.out
+        else Path(f"cockpit-hang-{_safe_name(job.key)}-{time.strftime('%Y%m%d-%H%M%S')}.txt")
+    )
+    if out.exists():
+        raise CockpitError(
+            f"{out} exists already: give another --out (the evidence of a hang is never overwritten)."
+        )
+    if not out.parent.is_dir():
+        raise CockpitError(f"{out.parent} is not a directory: give another --out.")
+    err(
+        clean(
+            f"watching {job.key}: progress is {describe_policy(policy)}; a hang after "
+            f"{duration(policy.hang_after)} without it saves the stacks to {out}"
+        )
+    )
+    while job.status != "RUNNING":  # the clock starts when the job runs (a queue or a setup is no hang)
+        if job.terminal:
+            return _ended(job)
+        await asyncio.sleep(args.interval)
+        job = await client.job(job.key)
+    progress = ProgressWatch(policy, time.monotonic())
+    follower = asyncio.create_task(follow_driver(client, job, progress))
+    try:
+        while True:
+            await asyncio.sleep(args.interval)
+            if follower.done() and follower.exception() is not None:
+                err(clean(f"cannot follow the driver log ({follower.exception()}); GPU activity only"))
+                follower = asyncio.create_task(asyncio.sleep(0))
+            now_job = await client.job(job.key)
+            if now_job.terminal:
+                return _ended(now_job)
+            nodes = await client.nodes()
+            progress.feed_gpus(gpu_readings(nodes), time.monotonic())
+            verdict = progress.verdict(time.monotonic())
+            if verdict.hung:
+                break
+    finally:
+        follower.cancel()
+        await asyncio.gather(follower, return_exceptions=True)
+    err(clean(f"hang: {job.key}: {verdict.line}; taking the stacks of the job…"))
+    try:
+        selection = await select(client, job=job.key)
+        report = await take(connection, selection, native=args.native, local=local)
+    except SelectionError as exc:
+        raise CockpitError(f"hang: {verdict.line}; no stacks taken ({exc})") from None
+    _save(out, report, f"{job.key}: {verdict.line}")
+    err(clean(f"hang: {report.processes} stacks in {len(report.groups)} groups saved to {out}"))
+    return EXIT_HANG
+
+
+def _ended(job: JobRow) -> int:
+    """The watch's end with its job: 0 when it succeeded, else one line and 1."""
+    from cockpit.core.errors import CockpitError
+    from cockpit.core.text import clean
+
+    said = f"job {job.key} ended: {job.status}"
+    if job.status == "SUCCEEDED":
+        err(clean(said))
+        return EXIT_OK
+    raise CockpitError(said + (f" ({job.message[:200]})" if job.message else ""))
+
+
+def _safe_name(key: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in key)[:80] or "job"
+
+
+def _save(out: Path, report: StacksReport, headline: str) -> None:
+    from cockpit.core.stacks import render_text, report_json
+    from cockpit.core.text import clean
+
+    if out.suffix == ".json":
+        text = json.dumps({"hang": headline, **report_json(report)}, indent=2)
+    else:
+        text = clean(headline) + "\n\n" + render_text(report, full=True, clean=clean) + "\n"
+    with open(out, "x", encoding="utf-8") as handle:
+        handle.write(text)

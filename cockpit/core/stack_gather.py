@@ -183,7 +183,7 @@ def _driver(job: JobRow, nodes: dict[str, NodeSnapshot]) -> Member | None:
     return _plain_member(job.driver_pid, job.driver_node_id, nodes, "driver", job.job_id)
 
 
-def _match_job(jobs: Iterable[JobRow], wanted: str) -> JobRow:
+def match_job(jobs: Iterable[JobRow], wanted: str) -> JobRow:
     jobs = list(jobs)
     exact = [j for j in jobs if wanted in (j.submission_id, j.job_id)]
     found = exact or [j for j in jobs if j.key.startswith(wanted)]
@@ -228,7 +228,7 @@ async def select(
         add(_actor_member(found[0], nodes))
         what = f"actor {found[0].name or found[0].actor_id[:12]}"
     elif job is not None:
-        row = _match_job(await client.jobs(), job)
+        row = match_job(await client.jobs(), job)
         if row.terminal:
             raise SelectionError(
                 f"job {row.key} has ended ({row.status}): no process left to take stacks of."

@@ -30,8 +30,8 @@ from cockpit.core.targets import Target
 from cockpit.ui.feeds.actors import ActorsFeed
 from cockpit.ui.feeds.cluster import ClusterFeed
 from cockpit.ui.feeds.gpus import GpuFeed
-from cockpit.ui.feeds.high_res import HighResFeed
 from cockpit.ui.feeds.hang import HangFeed
+from cockpit.ui.feeds.high_res import HighResFeed
 from cockpit.ui.feeds.paused import PausedFeed
 from cockpit.ui.feeds.stacks import StacksFeed
 from cockpit.ui.messages import (

@@ -11,12 +11,13 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from cockpit.core import profiles
 from cockpit.core.connection import Connection
 from cockpit.core.ray_api import DashboardClient
-from cockpit.core.stack_gather import select, take
+from cockpit.core.stack_gather import SelectionError, select, take
 from cockpit.core.stacks import StacksReport
 from tests.harness.cluster import ClusterHandle
 from tests.harness.debug_jobs import CrashJob, _stop, _submit
@@ -55,15 +56,18 @@ async def wait_hung(
     `all_gather_weights` (the hang has happened)."""
     deadline = time.monotonic() + timeout
     while True:
-        selection = await select(connection.client, job=job_id)
-        report = await take(connection, selection, **options)
-        found = labels(report)
+        try:
+            selection = await select(connection.client, job=job_id)
+        except SelectionError:  # not running yet
+            found: dict[str, list[str]] = {}
+        else:
+            found = labels(await take(connection, selection, **options))
         stuck = [who for label, who in found.items() if "wait_for_weights_sync" in label]
         waiting = sorted(
             name for label, who in found.items() if "all_gather_weights" in label for name in who
         )
         if stuck == [["RolloutWorker_0"]] and waiting == [f"RolloutWorker_{i}" for i in (1, 2, 3)]:
-            return report
+            return await take(connection, selection, **options)
         if time.monotonic() > deadline:
             raise AssertionError(f"the demo-hang job did not hang as planned within {timeout:.0f} s: {found}")
         await asyncio.sleep(1.0)
@@ -72,3 +76,28 @@ async def wait_hung(
 async def alive_actor_pids(client: DashboardClient, job_id: str) -> set[int]:
     listing = await client.actors(filters=[("job_id", "=", job_id), ("state", "=", "ALIVE")])
     return {a.pid for a in listing.rows if a.pid}
+
+
+FAST_PROFILE = "demo-hang-fast"
+
+
+def fast_profile_home(root: Path, hang_after: str = "4s") -> dict[str, str]:
+    """A config home whose profiles hold `demo-hang-fast`: the shipped demo-hang with HANG_AFTER and a
+    quick step; returns the environment that makes the cockpit find it (XDG_CONFIG_HOME)."""
+    text = profiles.find("demo-hang").read_text()
+    assert "hang_after:" in text and "progress:" in text, "the demo-hang profile sets both keys"
+    lines = []
+    for line in text.splitlines():
+        if line.startswith("name:"):
+            line = f"name: {FAST_PROFILE}"
+        elif line.startswith("hang_after:"):
+            line = f"hang_after: {hang_after}"
+        elif "DEMO_HANG_AT_STEP" in line:
+            line = f'    DEMO_HANG_AT_STEP: "{HANG_STEP}"'
+        elif "DEMO_STEP_SECONDS" in line:
+            line = '    DEMO_STEP_SECONDS: "0.3"'
+        lines.append(line)
+    folder = root / "config" / "ray-cockpit" / "profiles"
+    folder.mkdir(parents=True)
+    (folder / f"{FAST_PROFILE}.yaml").write_text("\n".join(lines) + "\n")
+    return {"XDG_CONFIG_HOME": str(root / "config")}

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from cockpit.core.errors import CockpitError
 from cockpit.core.hang import HangPolicy, ProgressWatch, hang_policy
+from cockpit.core.progress import describe_policy, follow_driver, gpu_readings, job_policy
 from cockpit.core.snapshots import NA
 from cockpit.ui.feeds import start_worker
 from cockpit.ui.state import CockpitState, JobWatch, StateChanged
@@ -32,49 +33,11 @@ if TYPE_CHECKING:
     from textual.worker import Worker
 
     from cockpit.core.connection import Connection
-    from cockpit.core.snapshots import ClusterSnapshot, JobRow
+    from cockpit.core.snapshots import JobRow
 
 TICK_SECONDS = 5.0
 MAX_JOBS = 4
 """Jobs followed at once: each holds one log stream on the dashboard."""
-MAX_CHUNK_LINES = 5000
-"""Lines looked at per chunk of log (a flood is progress whatever its content)."""
-
-
-def job_policy(job: JobRow) -> tuple[HangPolicy, str]:
-    """The job's hang policy from the profile its metadata names (the default when none or not found),
-    and one line when the profile could not be read."""
-    from cockpit.core import profiles
-
-    name = job.metadata.get("cockpit_profile", "")
-    if not name:
-        return hang_policy(None), ""
-    try:
-        profile = profiles.load(profiles.find(name))
-    except CockpitError as exc:
-        return hang_policy(None), f"profile {name}: {exc}"
-    except Exception as exc:  # a profile that cannot be read must not stop the watch
-        return hang_policy(None), f"profile {name}: {exc}"
-    return hang_policy(profile), ""
-
-
-def describe_policy(policy: HangPolicy) -> str:
-    if policy.progress is not None:
-        return f"lines matching {policy.progress.pattern}"
-    return "any driver-log line or GPU activity"
-
-
-def gpu_readings(snapshot: ClusterSnapshot | None) -> list[float | None]:
-    """Every alive GPU's utilization from the last reading (None where not known)."""
-    if snapshot is None:
-        return []
-    values: list[float | None] = []
-    for node in snapshot.nodes:
-        if not node.alive:
-            continue
-        for gpu in node.gpus:
-            values.append(None if gpu.utilization is NA else float(gpu.utilization))
-    return values
 
 
 def role_readings(state: CockpitState) -> Mapping[str, list[float | None]]:
@@ -156,7 +119,7 @@ class HangFeed:
                 self._follow(job)
                 changed = True
         now = time.monotonic()
-        gpus = gpu_readings(snapshot)
+        gpus = gpu_readings(snapshot.nodes)
         roles = role_readings(state)
         newly_hung: list[JobWatch] = []
         for key, followed in self._followed.items():
@@ -206,26 +169,21 @@ class HangFeed:
 
     async def _read(self, followed: _Followed) -> None:
         """The job's policy (its profile, read off the UI thread), then its driver log, followed."""
-        from cockpit.core.log_sources import LogSource
-
         job = followed.job
         policy, problem = await asyncio.to_thread(job_policy, job)
         followed.policy = policy
         followed.watch = ProgressWatch(policy, time.monotonic())
         entry = self.state.doctor.watches.get(job.key)
         if entry is not None:
-            entry.hang_after, entry.watching, entry.error = policy.hang_after, describe_policy(policy), problem
-        pending = b""
+            entry.hang_after, entry.watching, entry.error = (
+                policy.hang_after,
+                describe_policy(policy),
+                problem,
+            )
         while True:
             try:
                 connection = await self.connection()
-                stream = connection.client.stream_log(LogSource.driver(job).params(), lines=1, interval=1.0)
-                async for chunk in stream:
-                    lines = (pending + chunk).split(b"\n")
-                    pending = lines.pop()[-65536:]
-                    if lines:
-                        texts = [raw.decode("utf-8", "replace") for raw in lines[-MAX_CHUNK_LINES:]]
-                        followed.watch.feed_lines(texts, time.monotonic())
+                await follow_driver(connection.client, job, followed.watch)
                 if entry is not None:
                     entry.error = ""
             except asyncio.CancelledError:
