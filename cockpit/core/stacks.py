@@ -476,6 +476,12 @@ def _thread_doc(thread: ThreadStack) -> dict[str, Any]:
     }
 
 
+def _shown_threads(stack: ProcessStack) -> list[ThreadStack]:
+    """The working threads; for an idle process its main thread (py-spy's JSON lists it last, after the
+    GC thread and threads without a frame)."""
+    return working_threads(stack) or sorted(stack.threads, key=lambda t: not t.is_main)[:1]
+
+
 def report_json(report: StacksReport) -> dict[str, Any]:
     """The report as `cockpit stacks --json` prints it (and `cockpit watch` saves it)."""
     return {
@@ -489,7 +495,7 @@ def report_json(report: StacksReport) -> dict[str, Any]:
                 "roles": list(g.roles),
                 "nodes": list(g.nodes),
                 "members": [_member_doc(m) for m in g.members],
-                "threads": [_thread_doc(t) for t in (working_threads(g.stack) or g.stack.threads[:1])],
+                "threads": [_thread_doc(t) for t in _shown_threads(g.stack)],
             }
             for g in report.groups
         ],
