@@ -120,7 +120,7 @@ def parse_json(text: str, title: str = "") -> ProcessStack:
         raise StackParseError(f"the dump is too large ({len(text)} characters)")
     try:
         doc = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: `[[[[…` nested deeper than the stack
         raise StackParseError(f"not py-spy's JSON ({exc})") from None
     if not isinstance(doc, list):
         raise StackParseError("not py-spy's JSON (a list of threads was expected)")
@@ -138,7 +138,8 @@ def parse_json(text: str, title: str = "") -> ProcessStack:
             cut = True
             break
         frames: list[Frame] = []
-        for raw in entry.get("frames") or ():
+        raw_frames = entry.get("frames")
+        for raw in raw_frames if isinstance(raw_frames, list) else ():
             if not isinstance(raw, dict):
                 continue
             if len(frames) >= MAX_FRAMES:
@@ -169,8 +170,10 @@ def parse_json(text: str, title: str = "") -> ProcessStack:
     return ProcessStack(pid=pid, title=title, threads=tuple(threads), cut=cut)
 
 
-_PROCESS = re.compile(r"^Process (\d+): ?(.*)$")
+_PROCESS = re.compile(r"^Process ([0-9]{1,18}): ?(.*)$")
 _THREAD = re.compile(r'^Thread (\S+) \(([^)]*)\)(?:: "(.*)")?\s*$')
+_LINE_NUMBER = re.compile(r"^[0-9]{1,18}$")
+"""ASCII digits only: `str.isdigit` also takes `²`, and `int()` refuses it (and more than 4300 digits)."""
 
 
 def parse_text(text: str) -> ProcessStack:
@@ -234,7 +237,7 @@ def _text_frame(line: str) -> Frame | None:
         return None
     function, _, where = line[:-1].rpartition(" (")
     file, sep, number = where.rpartition(":")
-    if sep and number.isdigit():
+    if sep and _LINE_NUMBER.match(number):
         return Frame(function=function, file=file, line=int(number), library=_library(file))
     native = not where.endswith(".py") and not where.startswith("<")
     return Frame(function=function, file=where, native=native, library=native or _library(where))
@@ -473,6 +476,12 @@ def _thread_doc(thread: ThreadStack) -> dict[str, Any]:
     }
 
 
+def _shown_threads(stack: ProcessStack) -> list[ThreadStack]:
+    """The working threads; for an idle process its main thread (py-spy's JSON lists it last, after the
+    GC thread and threads without a frame)."""
+    return working_threads(stack) or sorted(stack.threads, key=lambda t: not t.is_main)[:1]
+
+
 def report_json(report: StacksReport) -> dict[str, Any]:
     """The report as `cockpit stacks --json` prints it (and `cockpit watch` saves it)."""
     return {
@@ -486,7 +495,7 @@ def report_json(report: StacksReport) -> dict[str, Any]:
                 "roles": list(g.roles),
                 "nodes": list(g.nodes),
                 "members": [_member_doc(m) for m in g.members],
-                "threads": [_thread_doc(t) for t in (working_threads(g.stack) or g.stack.threads[:1])],
+                "threads": [_thread_doc(t) for t in _shown_threads(g.stack)],
             }
             for g in report.groups
         ],
