@@ -417,7 +417,8 @@ class StacksReport:
 
 
 def group_stacks(dumps: Iterable[tuple[Member, ProcessStack]]) -> tuple[StackGroup, ...]:
-    """Processes grouped by identical stack: smallest groups first, the idle ones as one group at the end."""
+    """Processes grouped by identical stack: workers' groups smallest first, then the drivers', and the
+    idle ones as one group at the end."""
     buckets: dict[StackKey, list[tuple[Member, ProcessStack]]] = {}
     for member, stack in dumps:
         buckets.setdefault(stack_key(stack), []).append((member, stack))
@@ -427,7 +428,11 @@ def group_stacks(dumps: Iterable[tuple[Member, ProcessStack]]) -> tuple[StackGro
         members = tuple(member for member, _ in items)
         stack = items[0][1]
         groups.append(StackGroup(label=stack_label(stack), idle=not key, members=members, stack=stack))
-    groups.sort(key=lambda g: (g.idle, g.count, g.label, g.members[0].pid))
+    # Workers before drivers (a driver always waits on its workers: the odd worker is the news), then
+    # the smallest groups first; the idle ones last.
+    groups.sort(
+        key=lambda g: (g.idle, all(m.kind == "driver" for m in g.members), g.count, g.label, g.members[0].pid)
+    )
     return tuple(groups)
 
 

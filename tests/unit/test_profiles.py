@@ -112,14 +112,15 @@ def test_shipped_demo_hang_profile_shows_its_hang_keys() -> None:
     import subprocess
 
     profile = profiles.load(profiles.find("demo-hang"))
-    assert (profile.progress, profile.hang_after) == (r"step=\d+", 60.0)
+    assert (profile.progress, profile.hang_after) == (r"^step=\d+", 60.0)
     result = subprocess.run(
         [sys.executable, "-m", "cockpit.cli", "profiles", "show", "demo-hang"], capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["metadata"]["cockpit_profile"] == "demo-hang"  # stdout stays JSON
     assert result.stderr == (
-        "hang detector: progress is a driver-log line matching `step=\\d+`; no progress for 1m00s is a hang\n"
+        "hang detector: progress is a driver-log line matching `^step=\\d+`; "
+        "no progress for 1m00s is a hang\n"
     )
 
 

@@ -198,14 +198,14 @@ def test_threads_of_ray_and_python_alone_are_left_out() -> None:
 def test_the_hung_job_makes_four_groups_odd_ones_first_idle_last(form: str) -> None:
     groups = fixture_groups(form)
     assert [(g.label, [m.pid for m in g.members], g.idle) for g in groups] == [
-        ("in ray.get in main", [DRIVER], False),
         ("in wait_for_weights_sync", [RANK0], False),
         ("in ray.get in all_gather_weights", [9351, 9352, 9383], False),
+        ("in ray.get in main", [DRIVER], False),
         (IDLE_LABEL, [9350, 9211, 9280, 9348, 9418], True),
     ]
-    assert [m.who for m in groups[2].members] == ["RolloutWorker_1", "RolloutWorker_2", "RolloutWorker_3"]
-    assert groups[1].roles == groups[2].roles == ("rollout",)
-    assert groups[0].members[0].who == f"driver of {JOB}"
+    assert [m.who for m in groups[1].members] == ["RolloutWorker_1", "RolloutWorker_2", "RolloutWorker_3"]
+    assert groups[0].roles == groups[1].roles == ("rollout",)
+    assert groups[2].members[0].who == f"driver of {JOB}"
 
 
 # -- what splits a group and what does not --------------------------------------------------------
@@ -473,12 +473,12 @@ def test_report_json_round_trips_with_labels_and_roles(form: str) -> None:
     assert json.loads(json.dumps(doc)) == doc
     assert doc["processes"] == len(PIDS)
     assert [g["label"] for g in doc["groups"]] == [
-        "in ray.get in main",
         "in wait_for_weights_sync",
         "in ray.get in all_gather_weights",
+        "in ray.get in main",
         IDLE_LABEL,
     ]
-    rollout = doc["groups"][2]
+    rollout = doc["groups"][1]
     assert (rollout["count"], rollout["roles"], rollout["idle"]) == (3, ["rollout"], False)
     assert [(m["actor_name"], m["role"], m["kind"]) for m in rollout["members"]] == [
         (f"RolloutWorker_{r}", "rollout", "actor") for r in (1, 2, 3)
@@ -490,7 +490,7 @@ def test_report_json_round_trips_with_labels_and_roles(form: str) -> None:
         "line": 57,
         "native": False,
     }
-    driver = doc["groups"][0]["members"][0]
+    driver = doc["groups"][2]["members"][0]
     assert (driver["pid"], driver["kind"], driver["job_id"]) == (DRIVER, "driver", JOB)
 
 
@@ -508,7 +508,7 @@ def test_render_text_has_one_heading_per_group() -> None:
     lines = render_text(report, clean=clean).splitlines()
     headings = [line for line in lines if not line.startswith(" ")]
     assert headings == [group_heading(g) for g in report.groups]
-    assert headings[2] == (
+    assert headings[1] == (
         "3 processes in ray.get in all_gather_weights · rollout · "
         "RolloutWorker_1, RolloutWorker_2, RolloutWorker_3 · 192.0.2.2"  # 3 nodes, one machine
     )
@@ -517,7 +517,7 @@ def test_render_text_has_one_heading_per_group() -> None:
 
 def test_render_text_shows_the_stack_and_members_of_a_busy_group_only() -> None:
     lines = render_text(fixture_report(), clean=clean).splitlines()
-    rank0 = lines.index(group_heading(fixture_report().groups[1]))
+    rank0 = lines.index(group_heading(fixture_report().groups[0]))
     block = lines[rank0 + 1 : rank0 + 10]
     assert block[:3] == [
         "    thread MainThread:",

@@ -39,12 +39,13 @@ def paused_warning(state: CockpitState) -> str:
 
 
 def hang_warning(state: CockpitState) -> str:
-    """ "⚠ job X: no progress for 12 min · 8 GPUs at 0 % (idle) (S: stacks)" while a job seems hung."""
+    """ "⚠ no progress for 12 min · 8 GPUs at 0 % (idle) · JOB (S: stacks)" while a job seems hung (the
+    most telling first: at 80 columns the tail is cut)."""
     hung = state.doctor.hung()
     if not hung:
         return ""
-    more = f" (+{len(hung) - 1} more)" if len(hung) > 1 else ""
-    return f"⚠ {hung[0].job.key}: {hung[0].line}{more} (S: stacks)"
+    more = f" +{len(hung) - 1} more" if len(hung) > 1 else ""
+    return f"⚠ {hung[0].line} · {hung[0].job.key}{more} (S: stacks)"
 
 
 class StatusBar(Static):
