@@ -1,12 +1,12 @@
 """Provides the benchmark runner: `python bench/run.py [--quick] [--only NAME ...]`.
 
 Runs the start-up benchmark first (it needs no cluster), then starts ONE real local Ray cluster
-(3 nodes x 2 logical GPUs, remembered in a private temp directory; 1 node when only the SSH-tunnel or
-actor-list benchmarks need it) for the cluster-status, SSH-tunnel, idle-CPU and actor-list head-cost
-benchmarks, and stops it in a `finally`, also on Ctrl-C or SIGTERM; any process of that cluster that
-`down` missed (found by the files it holds under the cluster's private directory) is recorded and ended
-by pid. Prints a table and writes every sample to bench/results/YYYYmmdd-HHMMSS.json. Times are only
-compared within one run.
+(3 nodes x 2 logical GPUs, remembered in a private temp directory; 2 nodes when the stacks benchmark is
+the largest that needs it, 1 when only the SSH-tunnel or actor-list benchmarks do) for the
+cluster-status, SSH-tunnel, idle-CPU, stacks and actor-list head-cost benchmarks, and stops it in a
+`finally`, also on Ctrl-C or SIGTERM; any process of that cluster that `down` missed (found by the
+files it holds under the cluster's private directory) is recorded and ended by pid. Prints a table and
+writes every sample to bench/results/YYYYmmdd-HHMMSS.json. Times are only compared within one run.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import cluster_status
 import gpu_view
 import idle_cpu
 import log_ingest
+import stacks
 import startup
 import tunnel
 from common import REPO, Row, describe, end_processes, load_average, machine, pids_naming, tree
@@ -45,9 +46,11 @@ BENCHES = (
     "log_ingest",
     "gpu_view",
     "actor_table",
+    "stacks",
 )
-CLUSTER_BENCHES = {"cluster_status", "tunnel", "idle_cpu", "actor_list_head"}
-"""Those that run on the local cluster; the tunnel benchmark alone needs only 1 node."""
+CLUSTER_BENCHES = {"cluster_status", "tunnel", "idle_cpu", "stacks", "actor_list_head"}
+"""Those that run on the local cluster; the tunnel and actor-list benchmarks need only 1 node, the
+stacks benchmark 2 (its job's actors are spread over the nodes)."""
 RESULTS = REPO / "bench" / "results"
 
 
@@ -61,7 +64,7 @@ def _stop_on_signal(signum: int, _frame: FrameType | None) -> None:
 
 def _with_cluster(selected: Sequence[str], quick: bool, results: dict[str, Any], rows: list[Row]) -> None:
     state_dir = Path(tempfile.mkdtemp(prefix="cockpit-bench-"))
-    nodes = NODES if {"cluster_status", "idle_cpu"} & set(selected) else 1
+    nodes = NODES if {"cluster_status", "idle_cpu"} & set(selected) else 2 if "stacks" in selected else 1
     root = ""
     try:
         _say(f"starting a local cluster: {nodes} node(s) x {GPUS_PER_NODE} GPUs (state in {state_dir})")
@@ -81,6 +84,10 @@ def _with_cluster(selected: Sequence[str], quick: bool, results: dict[str, Any],
         if "idle_cpu" in selected:
             _say("idle_cpu ...")
             results["idle_cpu"], new = idle_cpu.run(state_dir, nodes, quick)
+            rows += new
+        if "stacks" in selected:  # its job is stopped before the next benchmark
+            _say("stacks ...")
+            results["stacks"], new = stacks.run(cluster, state_dir, quick)
             rows += new
         if "actor_list_head" in selected:  # last: its 10,000 actors stay in the head's table
             _say("actor_list_head ...")
