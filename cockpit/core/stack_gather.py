@@ -57,6 +57,9 @@ PYSPY_TIMEOUT = 20.0
 NODE_DEADLINE = 90.0
 """How long a node may take for all its processes before it is named as not answering."""
 FALLBACK_PYTHON = "python3"
+FAST_START = ("-I", "-S")
+"""The program needs the standard library alone: no site packages, no user environment (a faster
+start, and nothing of the node's PYTHONPATH runs before it)."""
 
 _PROGRAM = r"""
 import concurrent.futures, json, os, shutil, subprocess, sys
@@ -106,6 +109,8 @@ def _one(spy, pid):
     return {"pid": pid, "title": title, "error": error[:400]}
 
 def _main():
+    global _PARALLEL
+    _PARALLEL = max(1, min(_PARALLEL, os.cpu_count() or 1))
     spy = _spy()
     hello = {"hello": 1, "py_spy": spy or "", "ptrace_scope": _scope(), "uid": os.getuid()}
     print(json.dumps(hello), flush=True)
@@ -465,10 +470,16 @@ async def gather(
         SelectionError: no way to reach the nodes (an http:// target with profiling off).
     """
     client = connection.client
+    # One session per machine: raylets that share an IP share its processes (a local cluster's nodes, or
+    # several raylets on one big host), so one py-spy program serves them all.
     by_node: dict[str, list[Member]] = {}
+    machine: dict[str, NodeSnapshot] = {}
     for member in selection.members:
-        by_node.setdefault(member.node_id, []).append(member)
-    labels = {nid: node_label(selection.nodes[nid]) for nid in by_node}
+        node = selection.nodes[member.node_id]
+        key = node.ip or node.node_id
+        by_node.setdefault(key, []).append(member)
+        machine.setdefault(key, node)
+    labels = {key: node_label(machine[key]) for key in by_node}
     collector = Collector(expected={labels[n]: by_node[n] for n in by_node}, notes=list(selection.notes))
 
     use_dashboard = via == "dashboard" or (via == "auto" and await _profiling_on(client))
@@ -494,7 +505,7 @@ async def gather(
 
     async def node_task(node_id: str) -> None:
         label = labels[node_id]
-        node = selection.nodes[node_id]
+        node = machine[node_id]
 
         async def run() -> None:
             if use_dashboard:
@@ -555,10 +566,10 @@ def _starter(connection: Connection, node: NodeSnapshot, head_ip: str) -> Callab
     python = node.python or FALLBACK_PYTHON
     if link is None:  # the local cluster: its nodes are this machine
         local_python = node.python or sys.executable
-        return lambda program: LocalAgent.start(local_python, program=program)
+        return lambda program: LocalAgent.start(local_python, program=program, flags=FAST_START)
     host = None if node.ip == head_ip else node.ip
     return lambda program: SshAgent.start(
-        lambda cmd: link.start_process(cmd, host=host), python, program=program
+        lambda cmd: link.start_process(cmd, host=host), python, program=program, flags=FAST_START
     )
 
 
