@@ -27,7 +27,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p = sub.add_parser("demo", help="start a local 3-node cluster, run the demo job, open the cockpit")
     p.add_argument("--nodes", type=int, default=3)
     p.add_argument("--gpus-per-node", type=int, default=2)
-    p.add_argument("--profile", default="demo", help="profile to submit (demo, demo-crash)")
+    p.add_argument("--profile", default="demo", help="profile to submit (demo, demo-crash, demo-hang)")
     p.add_argument("--keep", action="store_true", help="leave the cluster running on exit")
     p.set_defaults(handler=demo)
 

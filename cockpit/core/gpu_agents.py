@@ -266,8 +266,7 @@ class SshAgent:
         program: str | None = None,
         flags: Sequence[str] = (),
     ) -> SshAgent:
-        shown = " ".join(shlex.quote(flag) for flag in flags)
-        command = f"{shlex.quote(python)} {shown} -u -c {shlex.quote(READ_PROGRAM)}".replace("  ", " ")
+        command = " ".join(shlex.quote(word) for word in (python, *flags, "-u", "-c", READ_PROGRAM))
         process = await run(command)
         process.stdin.write(program or agent_program(interval))
         process.stdin.write_eof()
