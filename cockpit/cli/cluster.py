@@ -171,6 +171,12 @@ async def _status(target: Target, options: ConnectOptions, as_json: bool) -> int
         url = client.display_url
     progress = JoinProgress.of(nodes)
     job_counts = Counter(job.status for job in jobs)
+    from cockpit.core.text import clean
+    from cockpit.core.versions import range_warning
+
+    warning = range_warning(info.ray_version)
+    if warning:
+        err(clean(warning))
     if as_json:
         doc = {
             "target": target.raw,

@@ -1,7 +1,8 @@
 """The cockpit against real heads of older Ray versions (2.44, the generation NeMo RL pins, and 2.47),
 each started from its own cached virtualenv. Ray 2.44's log API frames every chunk with a status byte
 unless asked for text and reports a failed read in the body: followed logs must equal the file byte for
-byte, across a forced drop too. The actor list and the paused-worker discovery work on each."""
+byte, across a forced drop too. The actor list, the paused-worker discovery and a job's stacks work on
+each."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from cockpit.core.debug_session import DebugSession, discover
 from cockpit.core.log_sources import LogSource, LogTail
 from cockpit.core.paused import PausedCache
 from cockpit.core.ray_api import DashboardClient, NotFound
+from cockpit.core.stack_gather import SelectionError, select, take
 from cockpit.core.targets import parse_target
 from tests.harness.ray_versions import OldHead, old_head
 from tests.harness.relay import relay
@@ -209,3 +211,57 @@ def test_actor_list_and_a_paused_worker(head: OldHead) -> None:
     assert asyncio.run(release()) == "SUCCEEDED"
     log = (head.logs / f"job-driver-{job}.log").read_text()
     assert "failed as planned: RayTaskError(ValueError)" in log or "failed as planned: ValueError" in log
+
+
+STUCK_JOB = """
+import time
+import ray
+
+ray.init()
+
+
+def wait_for_checkpoint_barrier():
+    while True:
+        time.sleep(3600)
+
+
+@ray.remote(num_cpus=0)
+class Saver:
+    def save(self):
+        wait_for_checkpoint_barrier()
+
+
+savers = [Saver.options(name=f"Saver_{i}").remote() for i in range(2)]
+refs = [s.save.remote() for s in savers]
+print("saving", flush=True)
+ray.get(refs)
+"""
+
+
+def test_stacks_of_a_job(head: OldHead) -> None:
+    """The job's processes found through this version's lists (jobs' driver_info, actors, tasks) and
+    their stacks taken with the py-spy next to this version's Python, grouped."""
+    script = head.temp_dir / "stuck.py"
+    script.write_text(STUCK_JOB)
+    job = f"stuck-{head.version}"
+
+    async def run() -> dict[str, list[str]]:
+        async with open_connection(parse_target(head.url)) as connection:
+            await connection.client.submit_job({"entrypoint": f"python {script}", "submission_id": job})
+            try:
+                found: dict[str, list[str]] = {}
+                for _ in range(120):
+                    with contextlib.suppress(SelectionError):
+                        selection = await select(connection.client, job=job)
+                        report = await take(connection, selection, local=True)
+                        found = {g.label: sorted(m.who for m in g.members) for g in report.groups}
+                        if found.get("in wait_for_checkpoint_barrier") == ["Saver_0", "Saver_1"]:
+                            assert any(m.kind == "driver" for g in report.groups for m in g.members)
+                            return found
+                    await asyncio.sleep(0.5)
+                return found
+            finally:
+                await connection.client.stop_job(job)
+
+    found = asyncio.run(run())
+    assert found.get("in wait_for_checkpoint_barrier") == ["Saver_0", "Saver_1"], found

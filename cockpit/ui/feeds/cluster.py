@@ -21,10 +21,12 @@ from cockpit.core.errors import CockpitError
 from cockpit.core.ray_api import AuthenticationRejected, AuthenticationRequired, DashboardClient
 from cockpit.core.snapshots import ClusterSnapshot, JobRow
 from cockpit.core.ssh.errors import SshError, UnknownHostKey
+from cockpit.core.versions import range_warning
 from cockpit.ui.feeds import start_worker
 from cockpit.ui.feeds.gpus import GpuFeed
 from cockpit.ui.messages import HostKeyUnknown
 from cockpit.ui.state import CockpitState, Need, StateChanged, Topic
+from cockpit.ui.widgets.safe_text import clean
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -147,6 +149,9 @@ class ClusterFeed:
             if state.info is None:
                 state.info = await client.cluster_info()
                 self.app.post_message(StateChanged("info"))
+                warning = range_warning(state.info.ray_version)
+                if warning:
+                    self.app.notify(clean(warning), severity="warning", timeout=12, markup=False)
             if self._polls % JOB_POLL_EVERY == 0 or state.needs("jobs"):
                 nodes, self._jobs = await asyncio.gather(client.nodes(fresh=self._polls == 0), client.jobs())
             else:
