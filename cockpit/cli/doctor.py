@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import re
 import sys
@@ -16,7 +17,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from cockpit.core.connection import Connection
-    from cockpit.core.hang import HangPolicy
+    from cockpit.core.hang import HangPolicy, ProgressWatch
+    from cockpit.core.ray_api import DashboardClient
     from cockpit.core.snapshots import JobRow
     from cockpit.core.stacks import Collector, StacksReport
 
@@ -127,9 +129,11 @@ class _Progress:
         self.shown = False
 
     def start(self, what: str, processes: int, nodes: int) -> None:
+        from cockpit.core.text import clean
+
         self.total = processes
         if self.tty:
-            sys.stderr.write(f"\rstacks of {what}: {processes} processes on {nodes} node(s)…\x1b[K")
+            sys.stderr.write(f"\rstacks of {clean(what)}: {processes} processes on {nodes} node(s)…\x1b[K")
             sys.stderr.flush()
             self.shown = True
 
@@ -211,7 +215,8 @@ async def _watch(connection: Connection, args: argparse.Namespace, local: bool) 
     from cockpit.cli.common import EXIT_HANG
     from cockpit.core.errors import CockpitError
     from cockpit.core.hang import ProgressWatch
-    from cockpit.core.progress import describe_policy, follow_driver, gpu_readings
+    from cockpit.core.progress import NODES_EVERY, describe_policy, gpu_readings, job_nodes
+    from cockpit.core.ray_api import DashboardError
     from cockpit.core.stack_gather import SelectionError, match_job, select, take
     from cockpit.core.text import clean
     from cockpit.core.units import duration
@@ -249,19 +254,31 @@ async def _watch(connection: Connection, args: argparse.Namespace, local: bool) 
         await asyncio.sleep(args.interval)
         job = await client.job(job.key)
     progress = ProgressWatch(policy, time.monotonic())
-    follower = asyncio.create_task(follow_driver(client, job, progress))
+    follower = asyncio.create_task(_keep_following(client, job, progress))
+    nodes_at, job_nodes_now = -NODES_EVERY, frozenset[str]()
+    blind_since: float | None = None
     try:
         while True:
             await asyncio.sleep(args.interval)
-            if follower.done() and follower.exception() is not None:
-                err(clean(f"cannot follow the driver log ({follower.exception()}); GPU activity only"))
-                follower = asyncio.create_task(asyncio.sleep(0))
-            now_job = await client.job(job.key)
-            if now_job.terminal:
-                return _ended(now_job)
-            nodes = await client.nodes()
-            progress.feed_gpus(gpu_readings(nodes), time.monotonic())
-            verdict = progress.verdict(time.monotonic())
+            try:
+                now_job = await client.job(job.key)
+                if now_job.terminal:
+                    return _ended(now_job)
+                if time.monotonic() - nodes_at >= NODES_EVERY:
+                    job_nodes_now, nodes_at = await job_nodes(client, now_job), time.monotonic()
+                nodes = await client.nodes()
+            except DashboardError as exc:  # the head or the link away for a while: not the job's silence
+                if blind_since is None:
+                    blind_since = time.monotonic()
+                    err(clean(f"lost the dashboard ({exc}); trying again"))
+                continue
+            now = time.monotonic()
+            if blind_since is not None:
+                progress.excuse(now - blind_since, now)
+                blind_since = None
+                err("the dashboard answers again")
+            progress.feed_gpus(gpu_readings(nodes, job_nodes_now), now)
+            verdict = progress.verdict(now)
             if verdict.hung:
                 break
     finally:
@@ -276,6 +293,19 @@ async def _watch(connection: Connection, args: argparse.Namespace, local: bool) 
     _save(out, report, f"{job.key}: {verdict.line}")
     err(clean(f"hang: {report.processes} stacks in {len(report.groups)} groups saved to {out}"))
     return EXIT_HANG
+
+
+async def _keep_following(client: DashboardClient, job: JobRow, progress: ProgressWatch) -> None:
+    """The driver log into PROGRESS, followed again after a break (the line seen before not counted)."""
+    from cockpit.core.progress import follow_driver
+    from cockpit.core.ray_api import DashboardError
+
+    replay = True
+    while True:
+        with contextlib.suppress(DashboardError):
+            await follow_driver(client, job, progress, replay=replay)
+        replay = False
+        await asyncio.sleep(5.0)
 
 
 def _ended(job: JobRow) -> int:

@@ -243,10 +243,17 @@ class LocalAgent:
         self.reason = await self._stderr.last_line() or f"the agent exited with status {code}"
 
     async def stop(self) -> None:
+        """SIGTERM first (the stacks program then ends the py-spy runs it started), SIGKILL after 2 s."""
         self._stderr.cancel()
         if self._proc.returncode is None:
-            self._proc.kill()
-            await self._proc.wait()
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.terminate()
+            try:
+                await asyncio.wait_for(self._proc.wait(), 2)
+            except asyncio.TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    self._proc.kill()
+                await self._proc.wait()
 
 
 class SshAgent:

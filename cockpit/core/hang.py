@@ -168,6 +168,11 @@ class ProgressWatch:
         self._gpus = _Window()
         self._roles = _Window()
 
+    def excuse(self, seconds: float, now: float) -> None:
+        """Do not count SECONDS of silence (the cockpit could not see the job: a dropped connection)."""
+        if seconds > 0:
+            self._last_at = min(now, self._last_at + seconds)
+
     def _progress(self, now: float) -> None:
         self._last_at = max(self._last_at, now)
         self._progressed = True

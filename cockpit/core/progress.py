@@ -4,8 +4,9 @@ followed into a `ProgressWatch`."""
 
 from __future__ import annotations
 
+import re
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING
 
 from cockpit.core.errors import CockpitError
@@ -29,6 +30,10 @@ def job_policy(job: JobRow) -> tuple[HangPolicy, str]:
     name = job.metadata.get("cockpit_profile", "")
     if not name:
         return hang_policy(None), ""
+    if not PROFILE_NAME.fullmatch(name) or name.endswith((".yaml", ".yml")):  # a name, never a path
+        return hang_policy(
+            None
+        ), f"the job's profile name {name[:60]!r} is not a profile name (default policy)"
     try:
         profile = profiles.load(profiles.find(name))
     except (CockpitError, OSError, ValueError) as exc:
@@ -42,25 +47,47 @@ def describe_policy(policy: HangPolicy) -> str:
     return "any driver-log line or GPU activity"
 
 
-def gpu_readings(nodes: Iterable[NodeSnapshot]) -> list[float | None]:
-    """Every alive node's GPUs' utilization (None where not known)."""
+PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+"""What a job's `cockpit_profile` metadata may name: a profile, looked up on the search path."""
+NODES_EVERY = 60.0
+"""How often a watched job's nodes are looked up again (one actor-list request per job)."""
+
+
+def gpu_readings(nodes: Iterable[NodeSnapshot], only: Collection[str]) -> list[float | None]:
+    """The utilization of the GPUs of the alive nodes in ONLY (node ids: the job's), None where not known.
+    Another job's GPUs must not count as this one's progress: no node known, no reading."""
     return [
         None if gpu.utilization is NA else float(gpu.utilization)
         for node in nodes
-        if node.alive
+        if node.alive and node.node_id in only
         for gpu in node.gpus
     ]
 
 
-async def follow_driver(client: DashboardClient, job: JobRow, watch: ProgressWatch) -> None:
-    """Feed JOB's driver log, as it is written, into WATCH (its last line first); runs until cancelled or
-    the stream breaks (DashboardError)."""
+async def job_nodes(client: DashboardClient, job: JobRow) -> frozenset[str]:
+    """The nodes the job runs on: its driver's and its alive actors' (one filtered list request)."""
+    listing = await client.actors(filters=[("job_id", "=", job.job_id), ("state", "=", "ALIVE")], limit=1000)
+    nodes = {a.node_id for a in listing.rows if a.node_id}
+    if job.driver_node_id:
+        nodes.add(job.driver_node_id)
+    return frozenset(nodes)
+
+
+async def follow_driver(
+    client: DashboardClient, job: JobRow, watch: ProgressWatch, replay: bool = True
+) -> None:
+    """Feed JOB's driver log, as it is written, into WATCH; runs until cancelled or the stream breaks
+    (DashboardError). REPLAY: its last line counts too (the first follow); following again after a
+    break, the last line was seen already and is skipped, so a reconnect is no progress."""
     from cockpit.core.log_sources import LogSource
 
     pending = b""
+    skip = not replay
     async for chunk in client.stream_log(LogSource.driver(job).params(), lines=1, interval=1.0):
         lines = (pending + chunk).split(b"\n")
         pending = lines.pop()[-MAX_PARTIAL:]
+        if skip and lines:
+            lines, skip = lines[1:], False
         if lines:
             texts = [raw.decode("utf-8", "replace") for raw in lines[-MAX_CHUNK_LINES:]]
             watch.feed_lines(texts, time.monotonic())

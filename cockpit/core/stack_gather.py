@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import sys
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -62,7 +63,29 @@ FAST_START = ("-I", "-S")
 start, and nothing of the node's PYTHONPATH runs before it)."""
 
 _PROGRAM = r"""
-import concurrent.futures, json, os, shutil, subprocess, sys
+import concurrent.futures, json, os, shutil, signal, subprocess, sys, threading, time
+
+_running = set()
+_lock = threading.Lock()
+_stopping = threading.Event()
+_PARENT = os.getppid()
+_MAX_LINE = 1000000
+
+def _stop(*_):
+    # The reader left (a closed channel, a killed cockpit): no py-spy is left pausing processes.
+    with _lock:
+        _stopping.set()
+        for proc in list(_running):
+            try:
+                proc.kill()
+            except OSError:
+                pass
+    os._exit(0)
+
+def _watchdog():
+    while not _stopping.wait(1.0):
+        if os.getppid() != _PARENT:
+            _stop()
 
 def _spy():
     here = os.path.join(os.path.dirname(sys.executable), "py-spy")
@@ -86,15 +109,49 @@ def _title(pid):
 
 _KEEP = ("name", "filename", "short_filename", "line", "module")
 
+def _trim(threads, frames, chars):
+    for t in threads:
+        t["frames"] = [
+            {k: (v[:chars] if isinstance(v, str) else v) for k, v in f.items()} for f in t["frames"][:frames]
+        ]
+        if isinstance(t.get("thread_name"), str):
+            t["thread_name"] = t["thread_name"][:chars]
+    return threads
+
+def _line(result):
+    line = json.dumps(result)
+    if len(line) <= _MAX_LINE or "threads" not in result:
+        return line
+    # A huge dump (hundreds of threads, deep native stacks): cut until the line is bounded, and say so.
+    result["cut"] = True
+    for frames, chars, count in ((128, 300, 512), (64, 200, 256), (32, 120, 64), (16, 80, 16)):
+        result["threads"] = _trim(result["threads"][:count], frames, chars)
+        line = json.dumps(result)
+        if len(line) <= _MAX_LINE:
+            return line
+    return json.dumps({"pid": result["pid"], "title": result["title"], "error": "the dump is too large"})
+
 def _one(spy, pid):
+    if _stopping.is_set():
+        return None
     title = _title(pid)
     command = [spy, "dump", "--json", "--pid", str(pid)] + (["--native"] if _NATIVE else [])
+    with _lock:  # started and known at once: a stop in between cannot miss it
+        if _stopping.is_set():
+            return None
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        _running.add(proc)
     try:
-        done = subprocess.run(command, capture_output=True, timeout=_TIMEOUT)
+        stdout, stderr = proc.communicate(timeout=_TIMEOUT)
     except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
         return {"pid": pid, "title": title, "error": "py-spy took longer than %d s" % _TIMEOUT}
-    out = done.stdout.decode("utf-8", "replace")
-    if done.returncode == 0:
+    finally:
+        with _lock:
+            _running.discard(proc)
+    out = stdout.decode("utf-8", "replace")
+    if proc.returncode == 0:
         try:
             threads = json.loads(out)
             for t in threads:
@@ -103,27 +160,32 @@ def _one(spy, pid):
             return {"pid": pid, "title": title, "threads": threads}
         except (ValueError, AttributeError, TypeError):
             pass
-    text = (done.stderr.decode("utf-8", "replace") + "\n" + out).strip().splitlines()
+    text = (stderr.decode("utf-8", "replace") + "\n" + out).strip().splitlines()
     lines = [l.strip() for l in text if l.strip() and not l.startswith(" ") and "backtrace" not in l]
-    error = lines[0] if lines else "py-spy failed (status %d)" % done.returncode
+    error = lines[0] if lines else "py-spy failed (status %d)" % proc.returncode
     return {"pid": pid, "title": title, "error": error[:400]}
 
 def _main():
-    global _PARALLEL
-    _PARALLEL = max(1, min(_PARALLEL, os.cpu_count() or 1))
+    parallel = max(1, min(_PARALLEL, os.cpu_count() or 1))
     spy = _spy()
     hello = {"hello": 1, "py_spy": spy or "", "ptrace_scope": _scope(), "uid": os.getuid()}
     print(json.dumps(hello), flush=True)
     if not spy:
         return
-    with concurrent.futures.ThreadPoolExecutor(_PARALLEL) as pool:
-        for future in concurrent.futures.as_completed([pool.submit(_one, spy, p) for p in _PIDS]):
-            print(json.dumps(future.result()), flush=True)
+    pool = concurrent.futures.ThreadPoolExecutor(parallel)
+    for future in concurrent.futures.as_completed([pool.submit(_one, spy, p) for p in _PIDS]):
+        result = future.result()
+        if result is not None:
+            print(_line(result), flush=True)
+    pool.shutdown(wait=False)
 
+signal.signal(signal.SIGTERM, _stop)
+signal.signal(signal.SIGHUP, _stop)
+threading.Thread(target=_watchdog, daemon=True).start()
 try:
     _main()
-except (BrokenPipeError, KeyboardInterrupt):
-    pass
+except (BrokenPipeError, KeyboardInterrupt, OSError):
+    _stop()
 """
 
 
@@ -360,18 +422,31 @@ async def _dashboard_node(
 
     async def one(member: Member) -> None:
         label = member.hostname or member.node_ip
-        async with gate:
+        async with gate:  # each request's time counts from its turn, not from the queue
             try:
-                text = await client.worker_traceback(member.pid, member.node_id, native=native)
+                text = await asyncio.wait_for(
+                    client.worker_traceback(member.pid, member.node_id, native=native), PYSPY_TIMEOUT + 10
+                )
                 stack = parse_text(text)
             except ProfilingDisabled:
                 raise
+            except asyncio.TimeoutError:
+                await put(
+                    Failed(Failure(label, member.pid, "the head's agent did not answer in time", member))
+                )
+                return
             except (DashboardError, StackParseError) as exc:
                 await put(Failed(Failure(label, member.pid, explain(str(exc)), member)))
                 return
         await put(Dumped(_titled(member, stack.title), stack))
 
-    await asyncio.gather(*(one(m) for m in members))
+    tasks = [asyncio.create_task(one(m)) for m in members]
+    try:
+        await asyncio.gather(*tasks)
+    finally:  # one refusal (or a cancel) ends the others too: no request outlives the take
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _titled(member: Member, title: str) -> Member:
@@ -422,6 +497,8 @@ async def _from_program(
             if "threads" in doc:
                 try:
                     stack = parse_json(json.dumps(doc["threads"]), title)
+                    if doc.get("cut"):
+                        stack = dataclasses.replace(stack, cut=True)
                 except StackParseError as exc:
                     yield Failed(Failure(label, member.pid, str(exc), member))
                     continue
@@ -516,7 +593,9 @@ async def gather(
                     await queue.put(event)
 
         try:
-            await asyncio.wait_for(run(), deadline)
+            # The head's requests have their own limit each (they queue for a turn); a node's program
+            # has the node's deadline.
+            await (run() if use_dashboard else asyncio.wait_for(run(), deadline))
         except asyncio.TimeoutError:
             pass
         else:
@@ -528,14 +607,17 @@ async def gather(
         while pending or not queue.empty():
             if queue.empty():
                 getter: asyncio.Task[Any] = asyncio.create_task(queue.get())
-                done, _ = await asyncio.wait({getter, *pending}, return_when=asyncio.FIRST_COMPLETED)
+                try:
+                    done, _ = await asyncio.wait({getter, *pending}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    if not getter.done():
+                        getter.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await getter
                 for t in done - {getter}:
                     pending.discard(t)
                     t.result()  # a ProfilingDisabled or a bug surfaces here
-                if getter not in done:
-                    getter.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await getter
+                if getter.cancelled() or not getter.done():
                     continue
                 event = getter.result()
             else:
@@ -547,7 +629,7 @@ async def gather(
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         if connection.link is not None and not use_dashboard:
-            await connection.link.close_node_connections()
+            await connection.link.close_node_connections("stacks")
 
 
 def _collect(collector: Collector, event: Event) -> None:
@@ -569,7 +651,10 @@ def _starter(connection: Connection, node: NodeSnapshot, head_ip: str) -> Callab
         return lambda program: LocalAgent.start(local_python, program=program, flags=FAST_START)
     host = None if node.ip == head_ip else node.ip
     return lambda program: SshAgent.start(
-        lambda cmd: link.start_process(cmd, host=host), python, program=program, flags=FAST_START
+        lambda cmd: link.start_process(cmd, host=host, pool="stacks"),
+        python,
+        program=program,
+        flags=FAST_START,
     )
 
 

@@ -141,6 +141,10 @@ class Doctor:
     """The run doctor: the last grouped stacks taken, the one being taken, and the hang watch."""
 
     report: StacksReport | None = None
+    """The last complete take."""
+    partial: StacksReport | None = None
+    """The take under way, as far as it got (shown while taking; a failed take keeps `report`)."""
+    taking_what: str = ""
     what: str = ""
     """Whose stacks (`job raysubmit_…`, `the cluster`)."""
     job: str = ""

@@ -180,3 +180,51 @@ def test_the_program_takes_only_integer_pids() -> None:
     compile(program, "<stacks>", "exec")
     with pytest.raises(ValueError):
         stacks_program(["1]; import os; os.system('x')"])  # type: ignore[list-item]
+
+
+SLOW_SPY = """#!/bin/sh
+# A py-spy that takes 3 s per process, leaving a mark that it ran.
+echo "$@" >> "$(dirname "$0")/ran"
+sleep 3
+echo '[]'
+"""
+
+
+def _slow_venv(root: Path) -> Path:
+    """A `bin/` with this Python and a slow fake py-spy beside it (the program uses the one next to it)."""
+    bin_dir = root / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(sys.executable)
+    spy = bin_dir / "py-spy"
+    spy.write_text(SLOW_SPY)
+    spy.chmod(0o755)
+    return bin_dir
+
+
+def test_the_program_stops_its_py_spy_runs_when_its_reader_leaves(tmp_path: Path) -> None:
+    """Closed under it (a cancelled take, a dropped channel), the program ends at once and kills the py-spy
+    runs under way; the pids still queued are never dumped (each dump pauses a process)."""
+    bin_dir = _slow_venv(tmp_path)
+    pids = list(range(2_000_000, 2_000_016))
+    proc = subprocess.Popen(
+        [str(bin_dir / "python"), "-I", "-S", "-c", READ_PROGRAM],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(stacks_program(pids).encode())
+        proc.stdin.close()
+        hello = json.loads(proc.stdout.readline())
+        assert hello["py_spy"] == str(bin_dir / "py-spy")
+        proc.stdout.close()  # the reader leaves while the first runs sleep
+        assert proc.wait(timeout=30) == 0  # the first finished run's write fails: it stops there
+    finally:
+        proc.kill()
+        proc.wait()
+    started = (bin_dir / "ran").read_text().splitlines()
+    assert 0 < len(started) < len(pids), started
+    # No fake py-spy is left running.
+    leftovers = subprocess.run(["pgrep", "-f", str(bin_dir / "py-spy")], capture_output=True, text=True)
+    assert leftovers.stdout.strip() == ""

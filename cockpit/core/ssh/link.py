@@ -94,6 +94,9 @@ class SshLink:
         self._node_conns: dict[str, asyncssh.SSHClientConnection] = {}
         """Connections to other cluster nodes, tunnelled through the head (high-resolution GPU mode)."""
         self._channel_conns: dict[str, asyncssh.SSHClientConnection] = {}
+        self._stack_conns: dict[str, asyncssh.SSHClientConnection] = {}
+        """Connections to nodes for the stacks programs: apart, so a finished take does not cut the
+        GPU agents' streams (nor turning the agents off a take under way)."""
         """Connections to other nodes for channels (legacy pdb consoles); closed with the link."""
         self._dir = Path(tempfile.mkdtemp(prefix="cockpit-"))
         os.chmod(self._dir, 0o700)
@@ -281,10 +284,15 @@ class SshLink:
         for listener in self._listeners:
             listener.close()
         self._listeners = []
-        for node_conn in (*self._node_conns.values(), *self._channel_conns.values()):
+        for node_conn in (
+            *self._node_conns.values(),
+            *self._channel_conns.values(),
+            *self._stack_conns.values(),
+        ):
             node_conn.close()
         self._node_conns = {}
         self._channel_conns = {}
+        self._stack_conns = {}
         for conn in reversed(self._conns):
             conn.close()
         self._conns = []
@@ -341,15 +349,21 @@ class SshLink:
             pool[host] = node_conn
         return node_conn
 
-    async def start_process(self, command: str, host: str | None = None) -> asyncssh.SSHClientProcess[str]:
+    async def start_process(
+        self, command: str, host: str | None = None, pool: str = "agents"
+    ) -> asyncssh.SSHClientProcess[str]:
         """Run `command` on the head (`host` None) or on another node, reached through the head with the
-        same user, SSH config and host-key checks as the head itself."""
-        conn = await self._node_connection(host)
+        same user, SSH config and host-key checks as the head itself. POOL: whose connections to nodes
+        (`agents`, the GPU agents; `stacks`), closed apart by `close_node_connections`."""
+        conn = await self._node_connection(host, self._stack_conns if pool == "stacks" else None)
         return await conn.create_process(command, encoding="utf-8", errors="replace")
 
-    async def close_node_connections(self) -> None:
-        """Close the connections `start_process` opened to other nodes (the head's stays)."""
-        conns, self._node_conns = list(self._node_conns.values()), {}
+    async def close_node_connections(self, pool: str = "agents") -> None:
+        """Close the connections to other nodes that POOL's processes opened (the head's stays)."""
+        if pool == "stacks":
+            conns, self._stack_conns = list(self._stack_conns.values()), {}
+        else:
+            conns, self._node_conns = list(self._node_conns.values()), {}
         for node_conn in conns:
             node_conn.close()
         if conns:

@@ -18,15 +18,22 @@ import time
 from typing import TYPE_CHECKING
 
 from cockpit.core.errors import CockpitError
-from cockpit.core.hang import HangPolicy, ProgressWatch, hang_policy
-from cockpit.core.progress import describe_policy, follow_driver, gpu_readings, job_policy
+from cockpit.core.hang import ProgressWatch, hang_policy
+from cockpit.core.progress import (
+    NODES_EVERY,
+    describe_policy,
+    follow_driver,
+    gpu_readings,
+    job_nodes,
+    job_policy,
+)
 from cockpit.core.snapshots import NA
 from cockpit.ui.feeds import start_worker
 from cockpit.ui.state import CockpitState, JobWatch, StateChanged
 from cockpit.ui.widgets.safe_text import clean
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Mapping
+    from collections.abc import Awaitable, Callable, Collection, Mapping
 
     from textual.app import App
     from textual.timer import Timer
@@ -40,15 +47,16 @@ MAX_JOBS = 4
 """Jobs followed at once: each holds one log stream on the dashboard."""
 
 
-def role_readings(state: CockpitState) -> Mapping[str, list[float | None]]:
-    """Utilization per role, from the GPU fleet where it knows which actor is on which GPU."""
+def role_readings(state: CockpitState, only: Collection[str]) -> Mapping[str, list[float | None]]:
+    """Utilization per role on the nodes in ONLY (the job's), where the GPU fleet knows which actor is on
+    which GPU."""
     fleet = state.gpu_fleet
     if fleet is None:
         return {}
     by_role: dict[str, list[float | None]] = {}
     for row in fleet.rows:
         gpu = row.gpu
-        if gpu is None or not row.node.alive:
+        if gpu is None or not row.node.alive or row.node.node_id not in only:
             continue
         roles = set()
         for process in gpu.processes:
@@ -61,12 +69,13 @@ def role_readings(state: CockpitState) -> Mapping[str, list[float | None]]:
 
 
 class _Followed:
-    """One job's watch and the worker following its driver log."""
+    """One job's watch, the nodes it runs on, and the worker following its driver log."""
 
-    def __init__(self, job: JobRow, watch: ProgressWatch, policy: HangPolicy) -> None:
+    def __init__(self, job: JobRow, watch: ProgressWatch) -> None:
         self.job = job
         self.watch = watch
-        self.policy = policy
+        self.nodes: frozenset[str] = frozenset()
+        self.nodes_at = 0.0
         self.worker: Worker[None] | None = None
         self.announced = False
 
@@ -80,6 +89,9 @@ class HangFeed:
         self.connection = connection
         self._timer: Timer | None = None
         self._followed: dict[str, _Followed] = {}
+        self._blind_since: float | None = None
+        """When the cockpit stopped seeing the cluster (None: it sees it): that time is not silence."""
+        self._nodes_busy = False
 
     def start(self) -> None:
         if self._timer is None:
@@ -98,8 +110,16 @@ class HangFeed:
         """Follow new running jobs, drop ended ones, feed the GPU readings, and judge each job."""
         state = self.state
         snapshot = state.snapshot
-        if snapshot is None:
+        now = time.monotonic()
+        if snapshot is None or state.connection.phase != "connected":
+            # Blind: no verdict from stale data; the time blind is excused when the cluster is back.
+            if self._blind_since is None:
+                self._blind_since = now
             return
+        if self._blind_since is not None:
+            for followed in self._followed.values():
+                followed.watch.excuse(now - self._blind_since, now)
+            self._blind_since = None
         running = sorted(
             (j for j in snapshot.jobs if j.status == "RUNNING" and j.submission_id and j.driver_node_id),
             key=lambda j: j.start_time or 0.0,
@@ -118,13 +138,15 @@ class HangFeed:
             if job.key not in self._followed:
                 self._follow(job)
                 changed = True
-        now = time.monotonic()
-        gpus = gpu_readings(snapshot.nodes)
-        roles = role_readings(state)
+        if not self._nodes_busy and any(now - f.nodes_at >= NODES_EVERY for f in self._followed.values()):
+            self._nodes_busy = True
+            start_worker(self.app, self._refresh_nodes, group="hang-nodes", description="Where the jobs run")
         newly_hung: list[JobWatch] = []
         for key, followed in self._followed.items():
+            gpus = gpu_readings(snapshot.nodes, followed.nodes)
             if gpus:
                 followed.watch.feed_gpus(gpus, now)
+            roles = role_readings(state, followed.nodes)
             if roles:
                 followed.watch.feed_roles(roles, now)
             verdict = followed.watch.verdict(now)
@@ -152,9 +174,26 @@ class HangFeed:
         if changed or state.needs("jobs"):
             self.app.post_message(StateChanged("hang", "doctor"))
 
+    async def _refresh_nodes(self) -> None:
+        """Where each followed job runs (its actors' and driver's nodes): its GPUs are the ones judged."""
+        try:
+            connection = await self.connection()
+            for followed in list(self._followed.values()):
+                if time.monotonic() - followed.nodes_at < NODES_EVERY:
+                    continue
+                try:
+                    followed.nodes = await job_nodes(connection.client, followed.job)
+                except CockpitError:
+                    continue  # the next tick tries again
+                followed.nodes_at = time.monotonic()
+        except CockpitError:
+            return
+        finally:
+            self._nodes_busy = False
+
     def _follow(self, job: JobRow) -> None:
         policy = hang_policy(None)
-        followed = _Followed(job, ProgressWatch(policy, time.monotonic()), policy)
+        followed = _Followed(job, ProgressWatch(policy, time.monotonic()))
         self._followed[job.key] = followed
         self.state.doctor.watches[job.key] = JobWatch(
             job=job, hang_after=policy.hang_after, watching=describe_policy(policy)
@@ -168,10 +207,10 @@ class HangFeed:
         )
 
     async def _read(self, followed: _Followed) -> None:
-        """The job's policy (its profile, read off the UI thread), then its driver log, followed."""
+        """The job's policy (its profile, read off the UI thread), then its driver log, followed again
+        after a break (without counting the line seen before it as progress)."""
         job = followed.job
         policy, problem = await asyncio.to_thread(job_policy, job)
-        followed.policy = policy
         followed.watch = ProgressWatch(policy, time.monotonic())
         entry = self.state.doctor.watches.get(job.key)
         if entry is not None:
@@ -180,15 +219,15 @@ class HangFeed:
                 describe_policy(policy),
                 problem,
             )
+        replay = True
         while True:
             try:
                 connection = await self.connection()
-                await follow_driver(connection.client, job, followed.watch)
+                await follow_driver(connection.client, job, followed.watch, replay=replay)
                 if entry is not None:
                     entry.error = ""
-            except asyncio.CancelledError:
-                raise
             except CockpitError as exc:
-                if entry is not None:
+                if entry is not None and self.state.connection.phase == "connected":
                     entry.error = f"cannot follow the driver log: {exc}"
+            replay = False
             await asyncio.sleep(10.0)

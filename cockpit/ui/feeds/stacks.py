@@ -45,7 +45,7 @@ class StacksFeed:
         if doctor.taking:
             return False
         doctor.taking, doctor.error, doctor.native = True, "", native
-        doctor.job = job
+        doctor.job, doctor.partial, doctor.taking_what = job, None, (job and f"job {job}") or "the cluster"
         doctor.progress = "choosing the processes…"
         self.app.post_message(StateChanged("doctor"))
         self._worker = start_worker(
@@ -57,7 +57,7 @@ class StacksFeed:
         if self._worker is not None:
             self._worker.cancel()
             self._worker = None
-        self.state.doctor.taking = False
+        self.state.doctor.taking, self.state.doctor.partial = False, None
 
     async def _take(self, job: str, native: bool) -> None:
         from cockpit.core.stack_gather import SelectionError, select, take
@@ -66,7 +66,7 @@ class StacksFeed:
         try:
             connection = await self.connection()
             selection = await select(connection.client, job=job or None)
-            doctor.what = selection.what
+            doctor.taking_what = selection.what
             doctor.progress = f"{len(selection.members)} processes on {len(selection.nodes)} node(s)…"
             self.app.post_message(StateChanged("doctor"))
             report = await take(
@@ -79,11 +79,11 @@ class StacksFeed:
         except (CockpitError, SelectionError) as exc:
             doctor.error = str(exc)
         else:
-            doctor.report = report
+            doctor.report, doctor.what = report, doctor.taking_what
             doctor.taken_at = time.time()
             doctor.progress = ""
         finally:
-            doctor.taking = False
+            doctor.taking, doctor.partial = False, None
             self.app.post_message(StateChanged("doctor"))
 
     def _update(self, collector: Collector) -> None:
@@ -96,5 +96,5 @@ class StacksFeed:
         now = time.monotonic()
         if now - self._drawn >= REDRAW_SECONDS:
             self._drawn = now
-            doctor.report = collector.report()
+            doctor.partial = collector.report()
             self.app.post_message(StateChanged("doctor"))

@@ -18,12 +18,12 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
-from cockpit.core.stacks import StackGroup, group_heading, merge_failures, working_threads
+from cockpit.core.stacks import StackGroup, StacksReport, group_heading, merge_failures, working_threads
 from cockpit.core.units import duration
 from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.state import JobWatch
 from cockpit.ui.widgets.key_hints import KeyHints
-from cockpit.ui.widgets.safe_text import plain
+from cockpit.ui.widgets.safe_text import clean, plain
 
 COLUMNS = (
     ("count", "Count"),
@@ -113,6 +113,7 @@ class DoctorScreen(CockpitScreen):
         Binding("enter", "expand", "Expand", id="doctor.expand", show=False),
     ]
     expanded = False
+    _drawn: tuple[StackGroup, ...] = ()
 
     def compose_body(self) -> ComposeResult:
         yield Static(id="doctor-watch")
@@ -148,14 +149,20 @@ class DoctorScreen(CockpitScreen):
 
     # -- drawing -------------------------------------------------------------------------------
 
+    def shown_report(self) -> StacksReport | None:
+        """The take under way as far as it got, else the last complete one."""
+        doctor = self.state.doctor
+        return doctor.partial if doctor.taking and doctor.partial is not None else doctor.report
+
     def groups(self) -> tuple[StackGroup, ...]:
-        report = self.state.doctor.report
+        report = self.shown_report()
         return report.groups if report is not None else ()
 
     def refresh_view(self) -> None:
         doctor = self.state.doctor
         now = time.time()
-        watch = Text()
+        # One line a job, cut rather than wrapped: at 80x24 every job keeps its line.
+        watch = Text(no_wrap=True, overflow="ellipsis")
         watches = list(doctor.watches.values())
         if watches:
             watch.append("Progress", style="bold")
@@ -166,11 +173,11 @@ class DoctorScreen(CockpitScreen):
             watch.append("No running job to watch.", style="dim")
         self.query_one("#doctor-watch", Static).update(watch)
 
-        summary = Text()
-        report = doctor.report
+        summary = Text(no_wrap=True, overflow="ellipsis")
+        report = self.shown_report()
         if doctor.taking:
             summary.append_text(
-                plain(f"taking the stacks of {doctor.what or 'the job'}: {doctor.progress}", "yellow")
+                plain(f"taking the stacks of {doctor.taking_what}: {doctor.progress}", "yellow")
             )
         elif report is not None:
             count = len(report.groups)
@@ -194,7 +201,7 @@ class DoctorScreen(CockpitScreen):
                 )
             for line in merge_failures(report.failures)[:2]:
                 summary.append_text(plain(f"\nnot taken: {line}", "yellow"))
-            for note in report.notes[1:3]:
+            for note in report.notes[1:2]:
                 summary.append_text(plain(f"\n{note}", "dim"))
         if doctor.error:
             summary.append_text(plain(f"\n{doctor.error}", "red"))
@@ -209,21 +216,27 @@ class DoctorScreen(CockpitScreen):
             for index, group in enumerate(groups):
                 cells = group_cells(group, width)
                 table.add_row(*(cells[key] for key, _ in COLUMNS), key=str(index))
+            self._drawn = groups
             if selected is not None:
-                labels = [(g.label, g.idle) for g in groups]
-                if (selected.label, selected.idle) in labels:
-                    table.move_cursor(row=labels.index((selected.label, selected.idle)), animate=False)
+                # The same group again: same place and same first member, else the same place.
+                keys = [(g.label, g.idle, g.members[0].pid) for g in groups]
+                want = (selected.label, selected.idle, selected.members[0].pid)
+                places = [(g.label, g.idle) for g in groups]
+                if want in keys:
+                    table.move_cursor(row=keys.index(want), animate=False)
+                elif (selected.label, selected.idle) in places:
+                    table.move_cursor(row=places.index((selected.label, selected.idle)), animate=False)
         table.display = not self.expanded
         self._show_details()
         self.query_one("#doctor-hint", KeyHints).show(self.query_one("#doctor-hint", KeyHints).keys_text())
 
     def selected(self) -> StackGroup | None:
+        """The group under the cursor, as drawn (the state's report may be newer than the table)."""
         table = self.query_one("#stack-groups", DataTable)
-        groups = self.groups()
-        if not groups or table.row_count == 0:
+        if not self._drawn or table.row_count == 0:
             return None
         row = table.cursor_row
-        return groups[row] if 0 <= row < len(groups) else None
+        return self._drawn[row] if 0 <= row < len(self._drawn) else None
 
     @on(DataTable.RowHighlighted, "#stack-groups")
     def _row_highlighted(self) -> None:
@@ -267,7 +280,7 @@ class DoctorScreen(CockpitScreen):
         doctor = self.state.doctor
         at = running.index(doctor.job) if doctor.job in running else -1
         doctor.job = running[(at + 1) % len(running)]
-        self.notify(f"s takes the stacks of {doctor.job}", timeout=3, markup=False)
+        self.notify(clean(f"s takes the stacks of {doctor.job}"), timeout=3, markup=False)
         self._feed_take(doctor.job)
 
     def action_native(self) -> None:
