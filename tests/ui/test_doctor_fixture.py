@@ -107,3 +107,28 @@ async def test_hostile_names_in_a_stack_stay_text() -> None:
         text = screen_text(app)
         assert "[bold]evil[/]" in text and "red" in text
         assert "pwned" not in text and "\x1b" not in text and "\x07" not in text and "\x00" not in text
+
+
+async def test_the_cursor_stays_on_its_group_and_a_new_take_starts_at_the_top() -> None:
+    state = doctor_state(fixture_state())
+    app = CockpitApp(state.target, state=state, offline=True)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await pilot.press("8")
+        await pilot.press("down")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, DoctorScreen)
+        chosen = screen.selected()
+        assert chosen is not None and chosen.label == "in ray.get in all_gather_weights"
+        # The same report redrawn (a tick of the hang watch): the cursor stays on its group.
+        screen.refresh_view()
+        await pilot.pause()
+        assert screen.selected() == chosen
+        # A new take: the cursor starts on its first group (the odd one out).
+        report = state.doctor.report
+        assert report is not None
+        state.doctor.report = replace(report, groups=(report.groups[1], report.groups[0], *report.groups[2:]))
+        screen.refresh_view()
+        await pilot.pause()
+        assert screen.selected() == report.groups[1]
+        assert "all_gather_weights" in str(screen.query_one("#stack-details").render())

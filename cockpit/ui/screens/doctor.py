@@ -114,6 +114,7 @@ class DoctorScreen(CockpitScreen):
     ]
     expanded = False
     _drawn: tuple[StackGroup, ...] = ()
+    _drawn_report: StacksReport | None = None
 
     def compose_body(self) -> ComposeResult:
         yield Static(id="doctor-watch")
@@ -217,7 +218,13 @@ class DoctorScreen(CockpitScreen):
                 cells = group_cells(group, width)
                 table.add_row(*(cells[key] for key, _ in COLUMNS), key=str(index))
             self._drawn = groups
-            if selected is not None:
+            if report is not self._drawn_report:
+                # A new take (or the next part of one): the odd one out is at the top, where the
+                # cursor goes; the user's choice is kept while the same report is redrawn.
+                self._drawn_report = report
+                if groups:
+                    table.move_cursor(row=0, animate=False)
+            elif selected is not None:
                 # The same group again: same place and same first member, else the same place.
                 keys = [(g.label, g.idle, g.members[0].pid) for g in groups]
                 want = (selected.label, selected.idle, selected.members[0].pid)
