@@ -11,6 +11,7 @@ import ctypes
 import json
 import os
 import platform
+import shutil
 import signal
 import statistics
 import subprocess
@@ -19,7 +20,10 @@ import time
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tests.harness.sshd import SshServer
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
@@ -183,6 +187,28 @@ def _running(pid: int) -> bool:
             return fh.read().rsplit(") ", 1)[-1][:1] != "Z"
     except OSError:
         return False
+
+
+def harness_sshd(root: Path) -> SshServer:
+    """The test suite's real OpenSSH server on 127.0.0.1 (`tests/harness/sshd.py`), its files under ROOT;
+    `tests` is importable from the repository root."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from tests.harness.sshd import start_sshd
+
+    return start_sshd(root)
+
+
+def stop_sshd(server: SshServer | None, work: Path, name: str) -> list[int]:
+    """Stop SERVER (None: it never started), then remove the benchmark's private directory WORK; return
+    the processes still holding files there (named in a warning: none should be)."""
+    if server is not None:
+        server.stop()
+    left = pids_naming(str(work))
+    shutil.rmtree(work, ignore_errors=True)
+    if left:
+        print(f"[bench] WARNING: processes of the {name} bench still run: {left}", file=sys.stderr)
+    return left
 
 
 def describe(pids: list[int]) -> list[str]:

@@ -37,7 +37,6 @@ import re
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -47,7 +46,15 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import asyncssh
-from common import REPO, Row, Stats, cluster_token, cpu_clock_seconds, pids_naming, ratio
+from common import (
+    Row,
+    Stats,
+    cluster_token,
+    cpu_clock_seconds,
+    harness_sshd,
+    ratio,
+    stop_sshd,
+)
 
 from cockpit.core.connection import Connection, ConnectOptions, open_connection
 from cockpit.core.local.record import LocalCluster
@@ -129,15 +136,6 @@ class Way:
 
 
 # -- the head node: sshd, the client config, ssh -L ------------------------------------------------------
-
-
-def _harness_sshd(root: Path) -> SshServer:
-    """The test suite's real OpenSSH server; `tests` is importable from the repository root."""
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
-    from tests.harness.sshd import start_sshd
-
-    return start_sshd(root)
 
 
 def _free_port() -> int:
@@ -478,7 +476,7 @@ def run(cluster: LocalCluster, state_dir: Path, quick: bool) -> tuple[dict[str, 
     helpers = Helpers()
     server: SshServer | None = None
     try:
-        server = _harness_sshd(work / "sshd")
+        server = harness_sshd(work / "sshd")
         config = work / "ssh_config"
         config.write_text(server.ssh_config_entry(ALIAS))
         token, token_file = cluster_token(state_dir), None
@@ -489,12 +487,7 @@ def run(cluster: LocalCluster, state_dir: Path, quick: bool) -> tuple[dict[str, 
         raw = asyncio.run(_measure(cluster, config, token_file, quick, helpers))
     finally:
         helpers.stop_all()
-        if server is not None:
-            server.stop()
-        left = pids_naming(str(work))
-        shutil.rmtree(work, ignore_errors=True)
-    if left:
-        print(f"[bench] WARNING: processes of the tunnel bench still run: {left}", file=sys.stderr)
+        left = stop_sshd(server, work, NAME)
     samples, cpu, pty = raw["samples_s"], raw["cpu_s"], raw["pty_samples_s"]
     stats = {name: _summarise(samples[name], cpu[name]) for name in samples}
     pty_stats = {name: _summarise(values) for name, values in pty.items()}
