@@ -53,7 +53,7 @@ _WARNING = re.compile(r"\bWARN(?:ING)?\b|\w+Warning:")
 _ANY_HINT = re.compile(f"{_ERROR_HINT.pattern}|{_WARNING_HINT.pattern}")
 """One scan that rules out most lines (0.3 us for a 100-byte line)."""
 
-_RAY_PREFIX = re.compile(r"\((?:[^()]*\bpid=\d+[^()]*|raylet[^()]*|autoscaler[^()]*)\) ?")
+RAY_PREFIX = re.compile(r"\((?:[^()]*\bpid=\d+[^()]*|raylet[^()]*|autoscaler[^()]*)\) ?")
 """What Ray puts before each line a worker prints: "(RolloutWorker pid=123) ", "(pid=9, ip=10.0.0.2) "."""
 
 _TRACEBACK_START = "Traceback (most recent call last):"
@@ -231,7 +231,7 @@ class LineBuffer:
         first_new = number = self._next_number
         open_tracebacks = self._open_tracebacks
         errors = self._error_numbers
-        prefix_match = _RAY_PREFIX.match
+        prefix_match = RAY_PREFIX.match
         hint = _ANY_HINT.search
         texts: list[str] = []
         flags = bytearray()

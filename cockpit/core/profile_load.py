@@ -4,7 +4,8 @@ The file is read by `profile_file.read_yaml` (limits: size, UTF-8, no aliases, n
 Then each key is checked against what the cockpit and Ray accept; a `${env:NAME}` secret anywhere but a
 `runtime_env.env_vars` value is refused, judged on each reference as the resolver reads it. Errors are one
 line naming the file, the line and the key (`progress:` must compile, `hang_after:` be a duration that
-`units.parse_duration` reads). Nothing here resolves a variable or touches the cluster.
+`units.parse_duration` reads, `metrics:` a format name or a regex with a `step` group, as
+`metrics.parse_format` reads them). Nothing here resolves a variable or touches the cluster.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from cockpit.core.metrics import parse_format
 from cockpit.core.overrides import SECRET_HOME, OverrideError, parse_override, secret_reference
 from cockpit.core.profile_file import ProfileError, read_yaml
 from cockpit.core.text import clean
@@ -41,6 +43,7 @@ _KEYS = {
     "secret_files",
     "progress",
     "hang_after",
+    "metrics",
 }
 FRAMEWORKS = ("generic", "demo", "verl", "intuitor", "nemo_rl", "rlinf")
 """Frameworks whose overrides the pre-flight checks understand."""
@@ -97,6 +100,9 @@ class Profile:
     """A regex (checked to compile): only driver-log lines it finds count as progress; empty: any line."""
     hang_after: float | None = None
     """Seconds without progress that make a hang (`hang.hang_policy` reads both); None: the default."""
+    metrics: str = ""
+    """How the driver log prints metrics: a format name (`metrics.FORMATS`) or a regex with a `step` group
+    and a group per key (checked at load); empty: what `framework` prints (`metrics.job_format`)."""
 
 
 def _line_of(node: yaml.Node | None, dotted: str) -> int:
@@ -170,6 +176,16 @@ class _Checker:
             raise self.fail(key, f"not a regular expression: {clean(exc.msg)}{where}.") from None
         except (OverflowError, RecursionError) as exc:  # `a{99999999999}`, thousands of nested groups
             raise self.fail(key, f"not a regular expression Python takes: {exc}.") from None
+        return text
+
+    def metrics_format(self, value: Any, key: str) -> str:
+        """A format name or a regex with a `(?P<step>...)` group and a group per key."""
+        text = self.string(value, key)
+        if text:
+            try:
+                parse_format(text)
+            except ValueError as exc:
+                raise self.fail(key, clean(str(exc))) from None
         return text
 
     def duration(self, value: Any, key: str) -> float | None:
@@ -337,6 +353,7 @@ def load(path: Path) -> Profile:
         override_lines=tuple(_item_line(node, "overrides", index) for index in range(len(overrides))),
         progress=check.pattern(doc.get("progress"), "progress"),
         hang_after=check.duration(doc.get("hang_after"), "hang_after"),
+        metrics=check.metrics_format(doc.get("metrics"), "metrics"),
     )
 
 

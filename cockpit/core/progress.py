@@ -1,5 +1,5 @@
 """Provides what watching a running job for progress takes, shared by the hang feed and `cockpit watch`:
-the job's policy (from the profile its metadata names), the GPU readings of the nodes, and the driver log
+the job's profile (its metadata names it) and policy, the GPU readings of the nodes, and the driver log
 followed into a `ProgressWatch`."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from cockpit.core.hang import HangPolicy, ProgressWatch, hang_policy
 from cockpit.core.snapshots import NA, JobRow, NodeSnapshot
 
 if TYPE_CHECKING:
+    from cockpit.core.profiles import Profile
     from cockpit.core.ray_api import DashboardClient
 
 MAX_CHUNK_LINES = 5000
@@ -22,22 +23,28 @@ MAX_PARTIAL = 65536
 """A line longer than this without its end is judged by its tail."""
 
 
-def job_policy(job: JobRow) -> tuple[HangPolicy, str]:
-    """JOB's hang policy from the profile its metadata names (the default when none), and one line when
-    that profile could not be read (the default is used then)."""
+def job_profile(job: JobRow) -> tuple[Profile | None, str]:
+    """The profile JOB's metadata names (None when none, or when it cannot be read), and one line saying
+    why it could not be read."""
     from cockpit.core import profiles
 
     name = job.metadata.get("cockpit_profile", "")
     if not name:
-        return hang_policy(None), ""
+        return None, ""
     if not PROFILE_NAME.fullmatch(name) or name.endswith((".yaml", ".yml")):  # a name, never a path
-        return hang_policy(
-            None
-        ), f"the job's profile name {name[:60]!r} is not a profile name (default policy)"
+        return None, f"the job's profile name {name[:60]!r} is not a profile name"
     try:
-        profile = profiles.load(profiles.find(name))
+        return profiles.load(profiles.find(name)), ""
     except (CockpitError, OSError, ValueError) as exc:
-        return hang_policy(None), f"profile {name}: {exc} (progress: any line, hang after the default)"
+        return None, f"profile {name}: {exc}"
+
+
+def job_policy(job: JobRow) -> tuple[HangPolicy, str]:
+    """JOB's hang policy from the profile its metadata names (the default when none), and one line when
+    that profile could not be read (the default is used then)."""
+    profile, problem = job_profile(job)
+    if problem:
+        return hang_policy(None), f"{problem} (progress: any line, hang after the default)"
     return hang_policy(profile), ""
 
 

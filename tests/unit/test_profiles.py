@@ -78,6 +78,13 @@ def test_overrides_kept_as_written(tmp_path: Path) -> None:
         ("entrypoint: x\nhang_after: 9999h\n", ":2: hang_after: '9999h' is more than 7 days"),
         ("entrypoint: x\nhang_after: true\n", ":2: hang_after: must be a duration such as 10m or 90s"),
         ("entrypoint: x\nhang_after: {m: 10}\n", ":2: hang_after: must be a duration such as 10m"),
+        (
+            "entrypoint: x\nmetrics: wandb\n",
+            ":2: metrics: not a format (auto, verl, nemo_rl, rlinf, demo, generic); ",
+        ),
+        ("entrypoint: x\n\nmetrics: 'step=(\\d+'\n", ":3: metrics: not a format (auto, verl, nemo_rl, rlinf"),
+        ("entrypoint: x\nmetrics: 'step=(?P<step>\\d+)'\n", ":2: metrics: not a format (auto, verl"),
+        ("entrypoint: x\nmetrics: [verl]\n", ":2: metrics: must be a string, not a list"),
     ],
 )
 def test_errors_name_file_line_and_key(tmp_path: Path, text: str, fragment: str) -> None:
