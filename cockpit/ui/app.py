@@ -32,6 +32,7 @@ from cockpit.ui.feeds.cluster import ClusterFeed
 from cockpit.ui.feeds.gpus import GpuFeed
 from cockpit.ui.feeds.hang import HangFeed
 from cockpit.ui.feeds.high_res import HighResFeed
+from cockpit.ui.feeds.metrics import MetricsFeed
 from cockpit.ui.feeds.paused import PausedFeed
 from cockpit.ui.feeds.stacks import StacksFeed
 from cockpit.ui.messages import (
@@ -93,7 +94,8 @@ class CockpitApp(App[int]):
             for entry in MAIN_SCREENS
         ),
         Binding("S", "stacks", "Stacks", id="app.stacks", show=False),
-        Binding("r", "refresh_now", "Refresh", id="app.refresh"),
+        # Not in the footer (at 80 columns it holds the eight screens, ? and q); `?` lists it.
+        Binding("r", "refresh_now", "Refresh", id="app.refresh", show=False),
         Binding("question_mark", "help", "Help", key_display="?", id="app.help"),
         Binding("q", "quit", "Quit", id="app.quit"),
     ]
@@ -132,6 +134,7 @@ class CockpitApp(App[int]):
         self.paused_feed = PausedFeed(self, self.state, self.cluster_feed.connection)
         self.stacks_feed = StacksFeed(self, self.state, self.cluster_feed.connection)
         self.hang_feed = HangFeed(self, self.state, self.cluster_feed.connection)
+        self.metrics_feed = MetricsFeed(self, self.state, self.cluster_feed.connection)
         self._signals: dict[int, Any] = {}
         """Handlers replaced while the app runs (SIGHUP, SIGTERM), put back when it ends."""
         self._job_control = {sig: signal.getsignal(sig) for sig in JOB_CONTROL}
@@ -167,6 +170,7 @@ class CockpitApp(App[int]):
         self.paused_feed.stop()
         self.stacks_feed.cancel()
         self.hang_feed.stop()
+        self.metrics_feed.stop()
         await self._leave_held_session()
         for _label, _port, close in self.state.paused.forwards:
             close()
@@ -232,6 +236,7 @@ class CockpitApp(App[int]):
             screen.state_changed(message.topics)
         if "snapshot" in message.topics and not self.offline:
             self.actors_feed.watch()
+            self.metrics_feed.watch()
 
     @on(ScreenShown)
     def _screen_shown(self, message: ScreenShown) -> None:

@@ -16,6 +16,7 @@ from cockpit.ui.screens.doctor import DoctorScreen
 from cockpit.ui.screens.gpus import GpuScreen
 from cockpit.ui.screens.jobs import JobsScreen
 from cockpit.ui.screens.logs import LogsScreen
+from cockpit.ui.screens.metrics import MetricsScreen
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ MAIN_SCREENS: tuple[MainScreen, ...] = (
     MainScreen("4", "jobs", "Jobs", JobsScreen),
     MainScreen("5", "logs", "Logs", LogsScreen),
     MainScreen("6", "debugger", "Debug", DebuggerScreen),
+    MainScreen("7", "metrics", "Metrics", MetricsScreen),
     MainScreen("8", "doctor", "Doctor", DoctorScreen),
 )
 FIRST = MAIN_SCREENS[0].mode

@@ -11,6 +11,7 @@ with `host_of(self.app)`, typed by the protocol, so no screen imports `cockpit.u
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
@@ -22,6 +23,7 @@ from cockpit.core.actors import ActorList
 from cockpit.core.gpu_board import GpuBoard, GpuFleet
 from cockpit.core.join import JoinProgress
 from cockpit.core.layouts import Layout
+from cockpit.core.metric_series import NonFinite, SeriesStore
 from cockpit.core.paused import PausedCache, PausedGroup, PausedWorker
 from cockpit.core.pending import PendingReport
 from cockpit.core.snapshots import ActorRow, ClusterInfo, ClusterSnapshot, JobRow
@@ -42,7 +44,17 @@ are always polled; the others are fetched at full cadence only while something s
 the "why not running" report; `paused`: the Debugger screen's list (faster, legacy sessions too)."""
 
 Topic = Literal[
-    "connection", "info", "snapshot", "gpus", "gpu_notice", "actors", "pending", "paused", "doctor", "hang"
+    "connection",
+    "info",
+    "snapshot",
+    "gpus",
+    "gpu_notice",
+    "actors",
+    "pending",
+    "paused",
+    "doctor",
+    "hang",
+    "metrics",
 ]
 """What a `StateChanged` message says changed."""
 
@@ -162,6 +174,31 @@ class Doctor:
 
 
 @dataclass
+class MetricsView:
+    """The Metrics screen's data: a job's series (and another's, to compare); the metrics feed writes it."""
+
+    job: JobRow | None = None
+    """Whose series: the job the user chose, else the newest running one."""
+    chosen: str = ""
+    """The job key the user chose with `j` ("": follow the newest running job)."""
+    store: SeriesStore | None = None
+    form: str = ""
+    """How its lines are read: `demo`, `verl`, `regex ...`."""
+    loaded: bool = False
+    """The driver log read up to its end once (later steps are timed as they come)."""
+    step_times: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=64))
+    """(monotonic arrival, step) of the newest steps seen after the history."""
+    compare: JobRow | None = None
+    compare_store: SeriesStore | None = None
+    keys: list[str] = field(default_factory=list)
+    """The keys drawn (chosen with space, or the defaults)."""
+    smoothing: float = 0.0
+    error: str = ""
+    alarms: tuple[NonFinite, ...] = ()
+    """Keys that went NaN or infinite, in the job followed."""
+
+
+@dataclass
 class CockpitState:
     """What the cockpit knows. Feeds write it; screens read it."""
 
@@ -196,6 +233,7 @@ class CockpitState:
     stuck: Stuck = field(default_factory=Stuck)
     paused: Paused = field(default_factory=Paused)
     doctor: Doctor = field(default_factory=Doctor)
+    metrics: MetricsView = field(default_factory=MetricsView)
     shown_needs: frozenset[Need] = frozenset()
     """What the screen on view needs; the feeds read it to choose what to fetch."""
 

@@ -7,10 +7,25 @@ Each feed owns its retries and errors, writes `cockpit.ui.state.CockpitState` an
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.app import App
 from textual.worker import Worker
+
+if TYPE_CHECKING:
+    from cockpit.core.connection import Connection
+    from cockpit.ui.state import CockpitState
+
+
+class ConnectedFeed:
+    """A feed that reaches the cluster through the app's connection (opened on first use)."""
+
+    def __init__(
+        self, app: App[int], state: CockpitState, connection: Callable[[], Awaitable[Connection]]
+    ) -> None:
+        self.app = app
+        self.state = state
+        self.connection = connection
 
 
 def start_worker(

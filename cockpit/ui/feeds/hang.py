@@ -28,7 +28,7 @@ from cockpit.core.progress import (
     job_policy,
 )
 from cockpit.core.snapshots import NA
-from cockpit.ui.feeds import start_worker
+from cockpit.ui.feeds import ConnectedFeed, start_worker
 from cockpit.ui.state import CockpitState, JobWatch, StateChanged
 from cockpit.ui.widgets.safe_text import clean
 
@@ -80,13 +80,11 @@ class _Followed:
         self.announced = False
 
 
-class HangFeed:
+class HangFeed(ConnectedFeed):
     def __init__(
         self, app: App[int], state: CockpitState, connection: Callable[[], Awaitable[Connection]]
     ) -> None:
-        self.app = app
-        self.state = state
-        self.connection = connection
+        super().__init__(app, state, connection)
         self._timer: Timer | None = None
         self._followed: dict[str, _Followed] = {}
         self._blind_since: float | None = None

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from cockpit.core.errors import CockpitError
 from cockpit.core.paused import group_paused
-from cockpit.ui.feeds import start_worker
+from cockpit.ui.feeds import ConnectedFeed, start_worker
 from cockpit.ui.state import CockpitState, StateChanged
 from cockpit.ui.widgets.safe_text import clean
 
@@ -35,13 +35,11 @@ LEGACY_SECONDS = 15.0
 """Legacy sessions are searched at most this often (a read of each running task's stderr file)."""
 
 
-class PausedFeed:
+class PausedFeed(ConnectedFeed):
     def __init__(
         self, app: App[int], state: CockpitState, connection: Callable[[], Awaitable[Connection]]
     ) -> None:
-        self.app = app
-        self.state = state
-        self.connection = connection
+        super().__init__(app, state, connection)
         self._timer: Timer | None = None
         self._busy = False
         self._started = False

@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 from cockpit.core.errors import CockpitError
-from cockpit.ui.feeds import start_worker
+from cockpit.ui.feeds import ConnectedFeed, start_worker
 from cockpit.ui.state import CockpitState, StateChanged
 
 if TYPE_CHECKING:
@@ -29,13 +29,11 @@ if TYPE_CHECKING:
 REDRAW_SECONDS = 0.25
 
 
-class StacksFeed:
+class StacksFeed(ConnectedFeed):
     def __init__(
         self, app: App[int], state: CockpitState, connection: Callable[[], Awaitable[Connection]]
     ) -> None:
-        self.app = app
-        self.state = state
-        self.connection = connection
+        super().__init__(app, state, connection)
         self._worker: Worker[None] | None = None
         self._drawn = 0.0
 

@@ -56,7 +56,7 @@ class CockpitScreen(Screen[None]):
 
     def state_changed(self, topics: frozenset[Topic]) -> None:
         """The app's word that the state changed; redraws what this screen shows of it."""
-        if topics & {"connection", "info", "snapshot", "pending", "paused", "hang"}:
+        if topics & {"connection", "info", "snapshot", "pending", "paused", "hang", "metrics"}:
             self.sync_status_bar()
         if topics & self.SHOWS:
             self.refresh_view()

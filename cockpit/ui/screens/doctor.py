@@ -106,10 +106,10 @@ class DoctorScreen(CockpitScreen):
     NEEDS = frozenset({"nodes", "jobs", "gpus"})
     SHOWS = frozenset({"doctor", "hang", "snapshot", "connection"})
     BINDINGS = [
-        Binding("s", "take", "Stacks of the job", id="doctor.take"),
-        Binding("a", "take_all", "All workers", id="doctor.take_all"),
-        Binding("j", "next_job", "Next job", id="doctor.next_job"),
-        Binding("n", "native", "Native frames", id="doctor.native"),
+        Binding("s", "take", "Stacks of the job", id="doctor.take", show=False),
+        Binding("a", "take_all", "All workers", id="doctor.take_all", show=False),
+        Binding("j", "next_job", "Next job", id="doctor.next_job", show=False),
+        Binding("n", "native", "Native frames", id="doctor.native", show=False),
         Binding("enter", "expand", "Expand", id="doctor.expand", show=False),
     ]
     expanded = False

@@ -48,6 +48,15 @@ def hang_warning(state: CockpitState) -> str:
     return f"⚠ {hung[0].line} · {hung[0].job.key}{more} (S: stacks)"
 
 
+def metrics_warning(state: CockpitState) -> str:
+    """ "✖ critic/score/mean went nan at step 812 (7)" while a followed key is NaN or infinite."""
+    alarms = state.metrics.alarms
+    if not alarms:
+        return ""
+    more = f" +{len(alarms) - 1} more" if len(alarms) > 1 else ""
+    return f"✖ {alarms[0].line}{more} (7)"
+
+
 class StatusBar(Static):
     """One line at the top of every screen. Re-rendered when the app's connection facts change."""
 
@@ -65,6 +74,8 @@ class StatusBar(Static):
     stuck: reactive[str] = reactive("")
     paused: reactive[str] = reactive("")
     """Workers waiting in the post-mortem debugger."""
+    nan: reactive[str] = reactive("")
+    """A metric of the followed job that went NaN or infinite."""
     hang: reactive[str] = reactive("")
     """A running job that made no progress for its `hang_after`."""
     """A warning while something of a job has not started for more than a minute."""
@@ -82,6 +93,7 @@ class StatusBar(Static):
         self.stuck = stuck_warning(state)
         self.paused = paused_warning(state)
         self.hang = clean(hang_warning(state))
+        self.nan = clean(metrics_warning(state))
         self.refresh()
 
     def render(self) -> Text:
@@ -101,6 +113,8 @@ class StatusBar(Static):
             text.append("✖ unreachable", style="bold red")
         if self.hang:
             text.append(f" · {self.hang}", style="bold red")
+        if self.nan:
+            text.append(f" · {self.nan}", style="bold red")
         if self.paused:
             text.append(f" · {self.paused}", style="bold magenta")
         if self.stuck:

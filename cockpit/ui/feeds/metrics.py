@@ -1,0 +1,203 @@
+"""Provides the metrics feed: the training curves of one job, from its driver log, wherever the user is.
+
+The job is the one chosen on the Metrics screen (`j`), else the newest running one. Its driver log is read
+once to its end (the whole history, in chunks; the parser keeps only metric lines and the series are
+bounded), then followed from there with no line lost or repeated (`LogTail.after`): one log stream on
+the dashboard while a job runs. A job to compare with (`c`) is read once, and followed while it runs and
+the screen is shown.
+
+A key that goes NaN or infinite rings the bell and raises a banner once, and the status bar says so on
+every screen (an RL run that went NaN at step 812 should not run six more hours unnoticed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from typing import TYPE_CHECKING
+
+from cockpit.core.errors import CockpitError
+from cockpit.core.log_sources import CHECKED_BYTES, LogSource, LogTail
+from cockpit.core.metric_series import SeriesStore
+from cockpit.core.metrics import MetricsParser, format_label, profile_format
+from cockpit.core.progress import job_profile
+from cockpit.ui.feeds import ConnectedFeed, start_worker
+from cockpit.ui.state import CockpitState, StateChanged
+from cockpit.ui.widgets.safe_text import clean
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from textual.app import App
+    from textual.worker import Worker
+
+    from cockpit.core.connection import Connection
+    from cockpit.core.metrics import Format
+    from cockpit.core.snapshots import JobRow
+
+REDRAW_SECONDS = 0.5
+MAX_POINTS = 4096
+MAX_KEYS = 512
+"""The UI's caps (smaller than the command line's): at most 512 keys x 4,096 points, 32 MiB."""
+
+
+def newest_running(jobs: tuple[JobRow, ...]) -> JobRow | None:
+    running = [j for j in jobs if j.status == "RUNNING" and j.submission_id and j.driver_node_id]
+    return max(running, key=lambda j: j.start_time or 0.0, default=None)
+
+
+def job_format(job: JobRow) -> tuple[Format, str]:
+    """How JOB's driver log prints metrics: its profile's `metrics:` or framework, else `auto`."""
+    profile, problem = job_profile(job)
+    if profile is None:
+        return "auto", problem
+    try:
+        return profile_format(profile.metrics, profile.framework), ""
+    except ValueError as exc:
+        return "auto", f"profile {profile.name}: metrics: {exc}"
+
+
+class MetricsFeed(ConnectedFeed):
+    def __init__(
+        self, app: App[int], state: CockpitState, connection: Callable[[], Awaitable[Connection]]
+    ) -> None:
+        super().__init__(app, state, connection)
+        self._worker: Worker[None] | None = None
+        self._compare_worker: Worker[None] | None = None
+        self._drawn = 0.0
+        self._announced: set[str] = set()
+
+    # -- which job -----------------------------------------------------------------------------
+
+    def watch(self) -> None:
+        """After each poll: follow the chosen job, else the newest running one (a new run takes over)."""
+        view = self.state.metrics
+        snapshot = self.state.snapshot
+        if snapshot is None:
+            return
+        jobs = snapshot.jobs
+        wanted = next((j for j in jobs if j.key == view.chosen), None) if view.chosen else None
+        wanted = wanted or newest_running(jobs)
+        if wanted is None and view.job is None:
+            wanted = max(
+                (j for j in jobs if j.submission_id), key=lambda j: j.start_time or 0.0, default=None
+            )
+        if wanted is not None and (view.job is None or wanted.key != view.job.key):
+            self.follow(wanted)
+            return
+        # A followed job that ended: its stream is closed (its series stay).
+        ended = {j.key for j in jobs if j.terminal}
+        if view.job is not None and view.job.key in ended and view.loaded and self._worker is not None:
+            self._worker.cancel()
+            self._worker = None
+        compared = view.compare is not None and view.compare.key in ended
+        read = view.compare_store is not None and view.compare_store.version > 0
+        if compared and read and self._compare_worker is not None:
+            self._compare_worker.cancel()
+            self._compare_worker = None
+
+    def follow(self, job: JobRow) -> None:
+        view = self.state.metrics
+        if self._worker is not None:
+            self._worker.cancel()
+        view.job, view.store, view.loaded, view.error, view.alarms = job, None, False, "", ()
+        view.step_times.clear()
+        view.keys = []
+        self._announced.clear()
+        self._worker = start_worker(
+            self.app, functools.partial(self._read, job, False), group="metrics", description="Metrics"
+        )
+        self.app.post_message(StateChanged("metrics"))
+
+    def compare(self, job: JobRow | None) -> None:
+        view = self.state.metrics
+        if self._compare_worker is not None:
+            self._compare_worker.cancel()
+            self._compare_worker = None
+        view.compare, view.compare_store = job, None
+        if job is not None:
+            self._compare_worker = start_worker(
+                self.app,
+                functools.partial(self._read, job, True),
+                group="metrics-compare",
+                description="Metrics to compare",
+            )
+        self.app.post_message(StateChanged("metrics"))
+
+    def stop(self) -> None:
+        for worker in (self._worker, self._compare_worker):
+            if worker is not None:
+                worker.cancel()
+        self._worker = self._compare_worker = None
+
+    # -- reading -------------------------------------------------------------------------------
+
+    async def _read(self, job: JobRow, compared: bool) -> None:
+        """The job's driver log: its history once, then (while the job runs) what is written next."""
+        view = self.state.metrics
+        form, problem = await asyncio.to_thread(job_format, job)
+        store = SeriesStore(max_points=MAX_POINTS, max_keys=MAX_KEYS)
+        parser = MetricsParser(form)
+        if compared:
+            view.compare_store = store
+        else:
+            view.store, view.form = store, format_label(form)
+            view.error = problem
+        source = LogSource.driver(job)
+        try:
+            connection = await self.connection()
+            client = connection.client
+            size, recent = 0, b""
+            async for chunk in client.read_log(source.params()):
+                size += len(chunk)
+                recent = (recent + chunk)[-CHECKED_BYTES:]
+                self._took(store, parser.feed(chunk), compared, history=True)
+            if not compared:
+                view.loaded = True
+            self._redraw(force=True)
+            if job.terminal:
+                self._took(store, parser.flush(), compared, history=True)
+                self._redraw(force=True)
+                return
+            tail = LogTail.after(client, source, size, recent, interval=1.0)
+            async for chunk in tail.chunks():
+                self._took(store, parser.feed(chunk), compared, history=False)
+        except CockpitError as exc:
+            if not compared:
+                view.error = f"cannot read {job.key}'s driver log: {exc}"
+            self._redraw(force=True)
+
+    def _took(self, store: SeriesStore, samples: list, compared: bool, history: bool) -> None:  # type: ignore[type-arg]
+        if not samples:
+            return
+        last = store.last_step
+        kept = store.extend(samples)
+        if not kept:
+            return
+        view = self.state.metrics
+        if not compared:
+            if not history and store.last_step is not None and store.last_step != last:
+                view.step_times.append((time.monotonic(), store.last_step))
+            alarms = tuple(store.nonfinite())
+            if alarms != view.alarms:
+                view.alarms = alarms
+                fresh = [a for a in alarms if a.key not in self._announced]
+                if fresh:
+                    self._announced.update(a.key for a in fresh)
+                    self.app.bell()
+                    self.app.notify(
+                        clean(f"✖ {fresh[0].line} (7: Metrics)"),
+                        title="NaN",
+                        severity="error",
+                        timeout=15,
+                        markup=False,
+                    )
+                    self.app.post_message(StateChanged("metrics", "hang"))
+        self._redraw()
+
+    def _redraw(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self._drawn >= REDRAW_SECONDS:
+            self._drawn = now
+            self.app.post_message(StateChanged("metrics"))
