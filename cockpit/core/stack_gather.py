@@ -291,7 +291,10 @@ async def select(
         if not found:
             raise SelectionError(f"no alive actor {actor} (an actor id, a prefix of one, or a name).")
         if len(found) > 1:
-            raise SelectionError(f"{actor} matches {len(found)} actors; give more of its id.")
+            which = ", ".join(f"{a.actor_id[:12]} (job {a.job_id})" for a in found[:4])
+            raise SelectionError(
+                f"{actor} matches {len(found)} actors: {which}; give its id (or more of it)."
+            )
         add(_actor_member(found[0], nodes))
         what = f"actor {found[0].name or found[0].actor_id[:12]}"
     elif job is not None:

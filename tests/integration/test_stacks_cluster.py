@@ -51,7 +51,7 @@ def _check_groups(doc: dict, actor_pids: set[int]) -> None:
     assert any(m["kind"] == "driver" for g in groups for m in g["members"])
 
 
-def test_stacks_of_the_demo_hang_job_from_the_command_line(ray_cluster: ClusterHandle) -> None:
+def test_stacks_of_the_demo_hang_job_from_the_command_line(ray_cluster: ClusterHandle, demo_job: str) -> None:
     with demo_hang_job(ray_cluster) as job:
 
         async def hung() -> set[int]:
@@ -75,7 +75,14 @@ def test_stacks_of_the_demo_hang_job_from_the_command_line(ray_cluster: ClusterH
             line.startswith("3 processes in ray.get in all_gather_weights · rollout") for line in lines
         )
 
-        one = run_cockpit("stacks", "local", "--actor", "RolloutWorker_0", "--json")
+        rank0 = next(
+            m["actor_id"] for g in doc["groups"] for m in g["members"] if m["actor_name"] == "RolloutWorker_0"
+        )
+        # The session's demo job has a RolloutWorker_0 too: the name alone is ambiguous, and says so.
+        both = run_cockpit("stacks", "local", "--actor", "RolloutWorker_0")
+        assert both.returncode == 1 and "RolloutWorker_0 matches 2 actors: " in both.stderr
+        assert rank0[:12] in both.stderr
+        one = run_cockpit("stacks", "local", "--actor", rank0[:16], "--json")
         assert one.returncode == 0, one.stderr
         (group,) = json.loads(one.stdout)["groups"]
         assert group["label"] == "in wait_for_weights_sync" and group["count"] == 1
