@@ -180,7 +180,7 @@ def _child(kind: str, path: Path) -> dict[str, Any]:
         looked_at, keys = parser.looked_at, len(store)
     wall = time.perf_counter() - started
     cpu = time.process_time() - cpu_start
-    peak = _peak_rss_mib()
+    peak = rss_mib("VmHWM")
     return {
         "kind": kind,
         "wall_s": wall,
@@ -191,14 +191,6 @@ def _child(kind: str, path: Path) -> dict[str, Any]:
         "rss_mib_before": rss_before,
         "peak_rss_mib": peak,
     }
-
-
-def _peak_rss_mib() -> float:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 # -- the runner's side ------------------------------------------------------------------------------------
