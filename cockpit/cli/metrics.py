@@ -154,7 +154,8 @@ async def _metrics(
         return EXIT_OK
     printer = _Streamer(mode, store, wanted)
     printer.history()
-    job = await _follow(client, job, tail, parser, store, printer)
+    if not job.terminal:  # else the history read after it ended is the whole log
+        job = await _follow(client, job, tail, parser, store, printer)
     printer.done(parser.flush())
     _notes(store)
     if not len(store):
@@ -325,6 +326,7 @@ async def _follow(
 ) -> JobRow:
     """Feed the driver log's new bytes to PARSER until the job ends, then its last bytes; returns the
     ended job. A quiet stream gives out the step being assembled."""
+    from cockpit.core.errors import CockpitError
     from cockpit.core.ray_api import DashboardError
 
     queue: asyncio.Queue[bytes] = asyncio.Queue(maxsize=64)  # back-pressure on the stream
@@ -358,6 +360,7 @@ async def _follow(
                 getter = None
             elif pumper in done:
                 pumper.result()  # the stream broke for good (a retry gave up): raise why
+                raise CockpitError(f"the stream of {job.key}'s driver log ended.")  # it never ends
             elif watcher in done:
                 break
             else:

@@ -266,10 +266,14 @@ class MetricsParser:
         return out
 
     def feed_lines(self, lines: Iterable[str]) -> list[Sample]:
-        """The samples of complete lines (no line ends in them)."""
+        """The samples of complete lines without their newlines (a log pane's lines; a carriage return in
+        one ends a line there, as in `feed`). Not to be mixed with a `feed` that left a partial line."""
         out: list[Sample] = []
         for line in lines:
-            self._line(line, out)
+            for part in line.split("\r") if "\r" in line else (line,):
+                words = self._words
+                if words is None or any(word in part for word in words):
+                    self._line(part, out)
         return out
 
     def flush(self) -> list[Sample]:
