@@ -80,11 +80,12 @@ def tail(values: list[float]) -> dict[str, float]:
     }
 
 
-def rss_mib() -> float:
-    """This process's resident memory now (VmRSS), in MiB; NaN where /proc does not say."""
+def rss_mib(field: str = "VmRSS") -> float:
+    """This process's resident memory now (VmRSS), or its peak (`VmHWM`: this program's own, unlike
+    `ru_maxrss`, which after fork and exec keeps the parent's), in MiB; NaN where /proc does not say."""
     with open("/proc/self/status") as fh:
         for line in fh:
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
 

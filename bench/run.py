@@ -29,6 +29,7 @@ import cluster_status
 import gpu_view
 import idle_cpu
 import log_ingest
+import metrics_parse
 import stacks
 import startup
 import tunnel
@@ -47,6 +48,7 @@ BENCHES = (
     "gpu_view",
     "actor_table",
     "stacks",
+    "metrics_parse",
 )
 CLUSTER_BENCHES = {"cluster_status", "tunnel", "idle_cpu", "stacks", "actor_list_head"}
 """Those that run on the local cluster; the tunnel and actor-list benchmarks need only 1 node, the
@@ -146,6 +148,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "actor_table" in args.only:  # needs no cluster
         _say("actor_table ...")
         results["actor_table"], new = actor_table.run(args.quick)
+        rows += new
+    if "metrics_parse" in args.only:  # needs no cluster
+        _say("metrics_parse ...")
+        results["metrics_parse"], new = metrics_parse.run(args.quick)
         rows += new
     if CLUSTER_BENCHES & set(args.only):
         _with_cluster(args.only, args.quick, results, rows)

@@ -54,6 +54,14 @@ def show(args: argparse.Namespace) -> int:
         )
         after = duration(DEFAULT_HANG_AFTER if profile.hang_after is None else profile.hang_after)
         say(f"hang detector: progress is {progress}; no progress for {after} is a hang", sys.stderr)
+    if profile.metrics:
+        from cockpit.core.metrics import FORMATS
+        from cockpit.core.text import clean
+
+        shown = (
+            f"the {profile.metrics} format" if profile.metrics in FORMATS else f"`{clean(profile.metrics)}`"
+        )
+        say(f"metrics: driver-log lines in {shown} (cockpit metrics)", sys.stderr)
     return EXIT_OK
 
 

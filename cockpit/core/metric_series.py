@@ -118,37 +118,39 @@ class Series:
         self._nonfinite_count = 0
 
     def add(self, step: int, value: float) -> None:
-        steps, values = self._steps, self._values
         if not self.count:
             self.first_step, self.first = step, value
         elif step <= self.last_step:
+            steps = self._steps
             if step == self.last_step:  # printed again: the new value stands
                 if steps and steps[-1] == step:
-                    values[-1] = value
+                    self._values[-1] = value
                 self._read(step, value)
                 return
             cut = bisect_left(steps, step)  # a resumed run: it goes on from STEP
-            del steps[cut:], values[cut:]
-        if self._arrivals % self.stride == 0:
-            if len(steps) >= self.max_points:
-                self._steps = steps = steps[::2]
-                self._values = values = values[::2]
+            del steps[cut:], self._values[cut:]
+        arrivals = self._arrivals
+        if arrivals % self.stride == 0:
+            if len(self._steps) >= self.max_points:
+                self._steps = self._steps[::2]
+                self._values = self._values[::2]
                 self.stride *= 2
-            if self._arrivals % self.stride == 0:
-                steps.append(step)
-                values.append(value)
-        self._arrivals += 1
+            if arrivals % self.stride == 0:
+                self._steps.append(step)
+                self._values.append(value)
+        self._arrivals = arrivals + 1
         self._read(step, value)
 
     def _read(self, step: int, value: float) -> None:
+        """Count VALUE in the statistics (every value read, kept or not)."""
         self.count += 1
         self.last_step, self.last = step, value
-        if math.isfinite(value):
+        if -math.inf < value < math.inf:
             if value < self.minimum:
                 self.minimum = value
             if value > self.maximum:
                 self.maximum = value
-        else:
+        else:  # NaN compares false with everything: it lands here too
             if self._nonfinite_first is None:
                 self._nonfinite_first = (step, value)
             self._nonfinite_last = step
@@ -245,11 +247,11 @@ class SeriesStore:
                     continue
                 one = series[key] = Series(key, self.max_points)
             one.add(step, value)
-            if not math.isfinite(value):
+            if not -math.inf < value < math.inf:
                 self._alarmed.setdefault(key)
             kept.append(sample)
-            self.last_step = step
         if kept:
+            self.last_step = kept[-1][0]
             self.version += 1
         return kept
 

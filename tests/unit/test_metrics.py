@@ -536,6 +536,13 @@ def test_any_cutting_gives_what_the_whole_text_gives(cuts: list[int], form: str)
     assert repr(got) == repr(whole)  # repr: nan == nan
 
 
+@pytest.mark.parametrize("form", FORMATS)
+def test_feeding_lines_gives_what_feeding_the_text_gives(form: str) -> None:
+    parser = MetricsParser(form)
+    lines = MIXED_LOG.split("\n")
+    assert repr(parser.feed_lines(lines)) == repr(parse(MIXED_LOG, form))
+
+
 def test_the_mixed_log_holds_each_format() -> None:
     keys = by_key(parse(MIXED_LOG))
     assert keys["actor/pg_loss"] == [(1, -0.5)]

@@ -128,6 +128,7 @@ def test_shipped_demo_hang_profile_shows_its_hang_keys() -> None:
     assert result.stderr == (
         "hang detector: progress is a driver-log line matching `^step=\\d+`; "
         "no progress for 1m00s is a hang\n"
+        "metrics: driver-log lines in the demo format (cockpit metrics)\n"
     )
 
 

@@ -1,0 +1,130 @@
+"""`cockpit metrics` on the real local cluster: the demo job's CSV equals the `step=` lines its driver
+printed (read independently from `cockpit logs`), `--json` has the demo's keys, and `--follow` gives
+the steps of a running job as they are printed and ends when the job does.
+
+The follow test uses the demo-hang job: it prints its first steps, then hangs for good, so the steps
+seen came while the job was still running, whatever the machine's speed; stopping it must end the
+command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import json
+import queue
+import re
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from tests.harness.cluster import ClusterHandle
+from tests.harness.debug_jobs import _stop
+from tests.harness.hang_jobs import demo_hang_job
+from tests.harness.run import run_cockpit
+
+pytestmark = [pytest.mark.cluster]
+
+DEMO_LINE = re.compile(r"^step=(\d+) reward=(\S+) kl=(\S+) throughput=(\S+) tok/s$", re.MULTILINE)
+"""The demo driver's own line (cockpit/demo/trainer.py), read here without the cockpit's parser."""
+COLUMNS = ["reward", "kl", "throughput"]
+
+
+def printed(job: str) -> dict[int, list[float]]:
+    """Step -> [reward, kl, throughput] as the demo's driver printed them (its log via `cockpit logs`)."""
+    done = run_cockpit("logs", "local", job, "--lines", "100000")
+    assert done.returncode == 0, done.stderr
+    return {int(m.group(1)): [float(v) for v in m.groups()[1:]] for m in DEMO_LINE.finditer(done.stdout)}
+
+
+def csv_rows(text: str) -> tuple[list[str], dict[int, list[float]]]:
+    rows = list(csv.reader(io.StringIO(text)))
+    return rows[0], {int(row[0]): [float(v) for v in row[1:]] for row in rows[1:]}
+
+
+@pytest.fixture(scope="module")
+def finished_demo(ray_cluster: ClusterHandle) -> str:
+    done = run_cockpit("submit", "local", "demo", "steps=6", "--follow", timeout=240)
+    assert done.returncode == 0, done.stderr
+    found = re.search(r"^submitted (\S+)$", done.stdout, re.MULTILINE)
+    assert found, done.stdout
+    return found.group(1)
+
+
+def test_csv_equals_what_the_demo_printed(finished_demo: str) -> None:
+    expected = printed(finished_demo)
+    assert sorted(expected) == [1, 2, 3, 4, 5, 6]
+    done = run_cockpit("metrics", "local", finished_demo, "--csv")
+    assert done.returncode == 0, done.stderr
+    header, rows = csv_rows(done.stdout)
+    assert header == ["step", *COLUMNS]
+    assert rows == expected
+
+
+def test_json_has_the_demos_keys_and_every_step(finished_demo: str) -> None:
+    done = run_cockpit("metrics", "local", finished_demo, "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert list(doc) == COLUMNS
+    expected = printed(finished_demo)
+    for index, key in enumerate(COLUMNS):
+        assert doc[key] == [[step, values[index]] for step, values in sorted(expected.items())]
+    table = run_cockpit("metrics", "local", finished_demo, "--keys", "kl")
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].split()[0] == "KEY" and [line.split()[0] for line in lines[1:]] == ["kl"]
+    assert lines[1].split()[1:3] == ["1-6", "6"]  # steps, count
+
+
+def test_unknown_job_and_bad_flags_are_one_line(ray_cluster: ClusterHandle) -> None:
+    missing = run_cockpit("metrics", "local", "no-such-job")
+    assert missing.returncode == 1
+    assert missing.stderr.strip().splitlines() == [
+        "cockpit: no job no-such-job on the cluster (`cockpit jobs TARGET` lists them)."
+    ]
+    bad = run_cockpit("metrics", "local", "whatever", "--format", "step=(\\d+)")
+    assert bad.returncode == 1 and len(bad.stderr.strip().splitlines()) == 1
+    assert bad.stderr.startswith(
+        "cockpit: --format: not a format (auto, verl, nemo_rl, rlinf, demo, generic)"
+    )
+
+
+def test_follow_gives_steps_while_the_job_runs_and_ends_with_it(ray_cluster: ClusterHandle) -> None:
+    hang_at = 4
+    with demo_hang_job(ray_cluster, hang_at_step=hang_at) as job:
+        command = [sys.executable, "-m", "cockpit.cli", "metrics", "local", job.submission_id, "--csv", "-f"]
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines: queue.Queue[str] = queue.Queue()
+        reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or ()], daemon=True)
+        reader.start()
+        try:
+            got = [lines.get(timeout=120) for _ in range(hang_at)]  # the header and steps 1..3
+            header, rows = csv_rows("".join(got))
+            assert header == ["step", *COLUMNS] and sorted(rows) == [1, 2, 3]
+
+            async def status() -> str:
+                async with ray_cluster.client() as client:
+                    return (await client.job(job.submission_id)).status
+
+            # The job hangs at step 4 for good: those steps came while it ran, and it runs still.
+            assert asyncio.run(status()) == "RUNNING"
+            assert proc.poll() is None
+            _stop(ray_cluster, job.submission_id)
+            code = proc.wait(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        reader.join(timeout=10)
+        assert proc.stderr is not None
+        stderr = proc.stderr.read()
+        assert code == 1, stderr
+        assert f"cockpit: job {job.submission_id} STOPPED" in stderr
+        rest = []
+        while not lines.empty():
+            rest.append(lines.get())
+        assert rest == []  # nothing after the hang
+        assert rows == printed(job.submission_id)
