@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 from textual import on
-from textual.app import App
+from textual.app import App, ScreenStackError
 from textual.binding import Binding, BindingType
 from textual.worker import Worker, WorkerState
 
@@ -231,7 +231,10 @@ class CockpitApp(App[int]):
 
     @on(StateChanged)
     def _state_changed(self, message: StateChanged) -> None:
-        screen = self.screen
+        try:
+            screen = self.screen
+        except ScreenStackError:  # a feed's last word while the app shuts down: no screen left to tell
+            return
         if isinstance(screen, CockpitScreen):
             screen.state_changed(message.topics)
         if "snapshot" in message.topics and not self.offline:

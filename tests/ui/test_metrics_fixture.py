@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import random
 import re
-import time
 
 from cockpit.core.metric_series import SeriesStore
 from cockpit.core.metrics import MetricsParser
@@ -27,7 +26,7 @@ JOB = JobRow(
     status="RUNNING",
     entrypoint="python -m cockpit.demo.trainer",
     message="",
-    start_time=time.time() - 600,
+    start_time=None,
     end_time=None,
     driver_node_id="ab" * 28,
     metadata={"cockpit_profile": "demo"},
@@ -60,9 +59,8 @@ def metrics_state(state: CockpitState, nan_at: int = 0) -> CockpitState:
 
 
 def normalized(text: str) -> str:
-    text = re.sub(r"data \d+s ago", "data 0s ago", text)
-    text = re.sub(r"\d+\.\d s/step since the start \(\S+\)", "5.0 s/step since the start (10m00s)", text)
-    return re.sub(r"\d+\.\d s/step since the…", "5.0 s/step since the…", text)
+    """The status bar's clock masked (the job has no start time: no elapsed time on screen)."""
+    return re.sub(r"data \d+s ago", "data 0s ago", text)
 
 
 async def test_metrics_screen_at_80x24_and_200x50() -> None:
