@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import re
 import sys
@@ -14,10 +13,11 @@ from typing import TYPE_CHECKING
 from cockpit.cli.common import EXIT_FAIL, EXIT_OK, add_connect_options, connect_options, err
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
     from pathlib import Path
 
     from cockpit.core.connection import Connection
-    from cockpit.core.hang import HangPolicy, ProgressWatch
+    from cockpit.core.hang import HangPolicy
     from cockpit.core.ray_api import DashboardClient
     from cockpit.core.snapshots import JobRow
     from cockpit.core.stacks import Collector, StacksReport
@@ -215,17 +215,15 @@ async def _watch(connection: Connection, args: argparse.Namespace, local: bool) 
     from cockpit.cli.common import EXIT_HANG
     from cockpit.core.errors import CockpitError
     from cockpit.core.hang import ProgressWatch
-    from cockpit.core.progress import NODES_EVERY, describe_policy, gpu_readings, job_nodes
+    from cockpit.core.progress import NODES_EVERY, describe_policy, follow_driver, gpu_readings, job_nodes
     from cockpit.core.ray_api import DashboardError
-    from cockpit.core.stack_gather import SelectionError, match_job, select, take
+    from cockpit.core.snapshots import match_job
+    from cockpit.core.stack_gather import SelectionError, select, take
     from cockpit.core.text import clean
     from cockpit.core.units import duration
 
     client = connection.client
-    try:
-        job = match_job(await client.jobs(), args.job)
-    except SelectionError as exc:
-        raise CockpitError(str(exc)) from None
+    job = match_job(await client.jobs(), args.job)
     if job.terminal:
         raise CockpitError(f"job {job.key} has ended ({job.status}): nothing to watch.")
     policy, problem = _policy_for(args, job)
@@ -254,7 +252,7 @@ async def _watch(connection: Connection, args: argparse.Namespace, local: bool) 
         await asyncio.sleep(args.interval)
         job = await client.job(job.key)
     progress = ProgressWatch(policy, time.monotonic())
-    follower = asyncio.create_task(_keep_following(client, job, progress))
+    follower = asyncio.create_task(follow_driver(_returning(client), job, progress))
     nodes_at, job_nodes_now = -NODES_EVERY, frozenset[str]()
     blind_since: float | None = None
     try:
@@ -295,17 +293,11 @@ async def _watch(connection: Connection, args: argparse.Namespace, local: bool) 
     return EXIT_HANG
 
 
-async def _keep_following(client: DashboardClient, job: JobRow, progress: ProgressWatch) -> None:
-    """The driver log into PROGRESS, followed again after a break (the line seen before not counted)."""
-    from cockpit.core.progress import follow_driver
-    from cockpit.core.ray_api import DashboardError
+def _returning(client: DashboardClient) -> Callable[[], Awaitable[DashboardClient]]:
+    async def same() -> DashboardClient:
+        return client
 
-    replay = True
-    while True:
-        with contextlib.suppress(DashboardError):
-            await follow_driver(client, job, progress, replay=replay)
-        replay = False
-        await asyncio.sleep(5.0)
+    return same
 
 
 def _ended(job: JobRow) -> int:

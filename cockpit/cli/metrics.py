@@ -123,12 +123,9 @@ async def _metrics(
     from cockpit.core.metric_series import KeyFilter, SeriesStore
     from cockpit.core.metrics import MetricsParser, format_label, profile_format
     from cockpit.core.progress import job_profile
-    from cockpit.core.stack_gather import SelectionError, match_job
+    from cockpit.core.snapshots import match_job
 
-    try:
-        job = match_job(await client.jobs(), args.job)
-    except SelectionError as exc:
-        raise CockpitError(str(exc)) from None
+    job = match_job(await client.jobs(), args.job)
     if form is None:
         profile, problem = job_profile(job)
         if problem:

@@ -13,3 +13,7 @@ class TargetError(CockpitError):
 
 class LocalClusterError(CockpitError):
     """The local Ray cluster could not be started, found or stopped."""
+
+
+class JobNotFound(CockpitError):
+    """No job, or more than one, answers to the id the user gave."""

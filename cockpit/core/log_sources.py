@@ -192,22 +192,6 @@ class LogTail:
         self._largest = 0
         """The most bytes any read of this file has seen: a floor for the size of the next one."""
 
-    @classmethod
-    def after(
-        cls,
-        client: DashboardClient,
-        source: LogSource,
-        offset: int,
-        recent: bytes,
-        on_event: Callable[[str], None] | None = None,
-        interval: float = 0.5,
-    ) -> LogTail:
-        """A tail that starts at OFFSET, the end of a read of the file the caller did (RECENT: its last
-        bytes, checked by every replay): the caller's read and this tail, joined, are the file."""
-        tail = cls(client, source, lines=0, on_event=on_event, interval=interval)
-        tail._ledger = Ledger(offset=offset, recent=recent)
-        return tail
-
     @property
     def offset(self) -> int | None:
         """Where, in the file, what was delivered ends (None before the first read)."""

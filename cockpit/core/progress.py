@@ -4,9 +4,10 @@ followed into a `ProgressWatch`."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
-from collections.abc import Collection, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import TYPE_CHECKING
 
 from cockpit.core.errors import CockpitError
@@ -81,20 +82,38 @@ async def job_nodes(client: DashboardClient, job: JobRow) -> frozenset[str]:
 
 
 async def follow_driver(
-    client: DashboardClient, job: JobRow, watch: ProgressWatch, replay: bool = True
+    client_of: Callable[[], Awaitable[DashboardClient]],
+    job: JobRow,
+    watch: ProgressWatch,
+    on_break: Callable[[str], None] | None = None,
+    pause: float = 5.0,
 ) -> None:
-    """Feed JOB's driver log, as it is written, into WATCH; runs until cancelled or the stream breaks
-    (DashboardError). REPLAY: its last line counts too (the first follow); following again after a
-    break, the last line was seen already and is skipped, so a reconnect is no progress."""
+    """Feed JOB's driver log, as it is written, into WATCH, until cancelled: its last line first, then
+    each new line. A broken stream is followed again after PAUSE seconds (CLIENT_OF gives the client,
+    perhaps a new one after a reconnect), without its last line: that was seen already, so a reconnect
+    is no progress. ON_BREAK hears why it broke, and "" once lines come again."""
     from cockpit.core.log_sources import LogSource
 
-    pending = b""
-    skip = not replay
-    async for chunk in client.stream_log(LogSource.driver(job).params(), lines=1, interval=1.0):
-        lines = (pending + chunk).split(b"\n")
-        pending = lines.pop()[-MAX_PARTIAL:]
-        if skip and lines:
-            lines, skip = lines[1:], False
-        if lines:
-            texts = [raw.decode("utf-8", "replace") for raw in lines[-MAX_CHUNK_LINES:]]
-            watch.feed_lines(texts, time.monotonic())
+    replay, broken = True, False
+    while True:
+        try:
+            client = await client_of()
+            pending = b""
+            skip = not replay
+            async for chunk in client.stream_log(LogSource.driver(job).params(), lines=1, interval=1.0):
+                if broken and on_break is not None:
+                    on_break("")
+                broken = False
+                lines = (pending + chunk).split(b"\n")
+                pending = lines.pop()[-MAX_PARTIAL:]
+                if skip and lines:
+                    lines, skip = lines[1:], False
+                if lines:
+                    texts = [raw.decode("utf-8", "replace") for raw in lines[-MAX_CHUNK_LINES:]]
+                    watch.feed_lines(texts, time.monotonic())
+        except CockpitError as exc:
+            broken = True
+            if on_break is not None:
+                on_break(str(exc))
+        replay = False
+        await asyncio.sleep(pause)

@@ -7,9 +7,11 @@ and mark it stale by its age. A metric the cluster did not report is `NA`, never
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeVar
+
+from cockpit.core.errors import JobNotFound
 
 T = TypeVar("T")
 
@@ -282,6 +284,22 @@ class JobRow:
     @property
     def terminal(self) -> bool:
         return self.status in ("STOPPED", "SUCCEEDED", "FAILED")
+
+
+def match_job(jobs: Iterable[JobRow], wanted: str) -> JobRow:
+    """The job WANTED names: a submission id or Ray job id exactly, else the one key it begins.
+
+    Raises:
+        JobNotFound: none, or several, answer to it (one line saying which).
+    """
+    jobs = list(jobs)
+    exact = [j for j in jobs if wanted in (j.submission_id, j.job_id)]
+    found = exact or [j for j in jobs if j.key.startswith(wanted)]
+    if not found:
+        raise JobNotFound(f"no job {wanted} on the cluster (`cockpit jobs TARGET` lists them).")
+    if len(found) > 1:
+        raise JobNotFound(f"{wanted} matches {len(found)} jobs; give more of its id.")
+    return found[0]
 
 
 @dataclass(frozen=True, slots=True)

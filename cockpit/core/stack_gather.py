@@ -24,14 +24,14 @@ import contextlib
 import dataclasses
 import json
 import sys
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cockpit.core.gpu_agents import LocalAgent, SshAgent
 from cockpit.core.ray_api import DashboardError, ProfilingDisabled
 from cockpit.core.roles import role_of
-from cockpit.core.snapshots import ActorRow, JobRow, NodeSnapshot
+from cockpit.core.snapshots import ActorRow, JobRow, NodeSnapshot, match_job
 from cockpit.core.stacks import (
     Collector,
     Failure,
@@ -212,6 +212,8 @@ class Selection:
     notes: tuple[str, ...] = ()
     what: str = ""
     """`job 02000000`, `actor RolloutWorker_0`, `node 1a2b3c4d`, `the cluster`."""
+    head_ip: str = ""
+    """The head's IP (its machine is reached on the SSH connection itself, the others through it)."""
 
 
 def _actor_member(actor: ActorRow, nodes: dict[str, NodeSnapshot]) -> Member:
@@ -248,17 +250,6 @@ def _driver(job: JobRow, nodes: dict[str, NodeSnapshot]) -> Member | None:
     if not job.driver_pid or not job.driver_node_id or job.terminal:
         return None
     return _plain_member(job.driver_pid, job.driver_node_id, nodes, "driver", job.job_id)
-
-
-def match_job(jobs: Iterable[JobRow], wanted: str) -> JobRow:
-    jobs = list(jobs)
-    exact = [j for j in jobs if wanted in (j.submission_id, j.job_id)]
-    found = exact or [j for j in jobs if j.key.startswith(wanted)]
-    if not found:
-        raise SelectionError(f"no job {wanted} on the cluster (`cockpit jobs TARGET` lists them).")
-    if len(found) > 1:
-        raise SelectionError(f"{wanted} matches {len(found)} jobs; give more of its id.")
-    return found[0]
 
 
 async def select(
@@ -353,7 +344,8 @@ async def select(
     if not chosen_members:
         raise SelectionError(f"{what} has no alive process to take stacks of.")
     used = {m.node_id: nodes[m.node_id] for m in chosen_members}
-    return Selection(members=chosen_members, nodes=used, notes=tuple(notes), what=what)
+    head_ip = next((n.ip for n in nodes.values() if n.is_head), "")
+    return Selection(members=chosen_members, nodes=used, notes=tuple(notes), what=what, head_ip=head_ip)
 
 
 # -- taking them ---------------------------------------------------------------------------------------
@@ -581,7 +573,6 @@ async def gather(
 
     queue: asyncio.Queue[Event] = asyncio.Queue()
     gate = asyncio.Semaphore(DASHBOARD_PARALLEL)
-    head_ip = next((n.ip for n in await client.nodes() if n.is_head and n.alive), "")
 
     async def node_task(node_id: str) -> None:
         label = labels[node_id]
@@ -591,7 +582,7 @@ async def gather(
             if use_dashboard:
                 await _dashboard_node(client, by_node[node_id], native, gate, queue.put)
             else:
-                starter = _starter(connection, node, head_ip)
+                starter = _starter(connection, node, selection.head_ip)
                 async for event in _from_program(label, by_node[node_id], starter, native):
                     await queue.put(event)
 

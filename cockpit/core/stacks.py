@@ -548,10 +548,6 @@ def render_text(report: StacksReport, full: bool = True, clean: Any = None) -> s
     return "\n".join(out)
 
 
-def index_members(members: Iterable[Member]) -> Mapping[int, Member]:
-    return {m.pid: m for m in members}
-
-
 @dataclass
 class Collector:
     """Dumps as they arrive, regrouped on demand (the TUI and the CLI show groups before the last node)."""

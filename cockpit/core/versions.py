@@ -1,9 +1,8 @@
-"""Provides what the cockpit knows of Ray versions: the range it supports, and which Ray brings what.
+"""Provides what the cockpit knows of Ray versions: the range it supports.
 
 The cockpit speaks to the dashboard's REST API, which changes little between releases; where it does
 change, the client reads both shapes (see the README's "Ray versions" table). A cluster outside the
-supported range gets one warning line, then best effort. A feature the cluster's Ray lacks is named with
-the version that brings it, never a traceback.
+supported range gets one warning line, then best effort.
 """
 
 from __future__ import annotations
@@ -16,11 +15,6 @@ NEWEST_TESTED = (2, 60)
 """The newest Ray the whole suite runs against."""
 TESTED = ("2.44.1", "2.47.1", "2.60.0")
 """The versions the test suite starts real heads of."""
-
-FEATURES: dict[str, tuple[tuple[int, int], str]] = {
-    "token_auth": ((2, 52), "token authentication"),
-}
-"""Feature -> the first Ray that has it, and how to name it."""
 
 _VERSION = re.compile(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?")
 
@@ -54,12 +48,3 @@ def range_warning(text: str) -> str:
             f"({shown(NEWEST_TESTED)}): best effort."
         )
     return ""
-
-
-def lacks(text: str, feature: str) -> str:
-    """One line when the cluster's Ray (TEXT) is older than the one that brings FEATURE; else ""."""
-    first, name = FEATURES[feature]
-    version = parse_version(text)
-    if version is None or version[:2] >= first:
-        return ""
-    return f"{name} comes with Ray {shown(first)}; this cluster runs {text}."

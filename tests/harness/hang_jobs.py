@@ -24,6 +24,39 @@ from tests.harness.debug_jobs import CrashJob, _stop, _submit
 
 HANG_STEP = 2
 
+SAVERS_STUCK = """
+import time
+import ray
+
+ray.init()
+
+
+def wait_for_checkpoint_barrier():
+    while True:
+        time.sleep(3600)
+
+
+@ray.remote(num_cpus=0)
+class Saver:
+    def save(self):
+        wait_for_checkpoint_barrier()
+
+
+@ray.remote(num_cpus=0)
+class Idle:
+    def ping(self):
+        return 1
+
+
+savers = [Saver.options(name=f"Saver_{i}").remote() for i in range(2)]
+idle = Idle.options(name="IdleOne").remote()
+ray.get(idle.ping.remote())
+refs = [s.save.remote() for s in savers]
+print("saving", flush=True)
+ray.get(refs)
+"""
+"""A job script (any Ray version): two actors stuck in `wait_for_checkpoint_barrier`, one idle actor."""
+
 
 def hang_request(submission_id: str, hang_at_step: int = HANG_STEP, **env: str) -> dict[str, Any]:
     profile = profiles.load(profiles.find("demo-hang"))

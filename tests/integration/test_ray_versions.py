@@ -22,6 +22,7 @@ from cockpit.core.paused import PausedCache
 from cockpit.core.ray_api import DashboardClient, NotFound
 from cockpit.core.stack_gather import SelectionError, select, take
 from cockpit.core.targets import parse_target
+from tests.harness.hang_jobs import SAVERS_STUCK
 from tests.harness.ray_versions import OldHead, old_head
 from tests.harness.relay import relay
 from tests.harness.run import run_cockpit
@@ -213,36 +214,11 @@ def test_actor_list_and_a_paused_worker(head: OldHead) -> None:
     assert "failed as planned: RayTaskError(ValueError)" in log or "failed as planned: ValueError" in log
 
 
-STUCK_JOB = """
-import time
-import ray
-
-ray.init()
-
-
-def wait_for_checkpoint_barrier():
-    while True:
-        time.sleep(3600)
-
-
-@ray.remote(num_cpus=0)
-class Saver:
-    def save(self):
-        wait_for_checkpoint_barrier()
-
-
-savers = [Saver.options(name=f"Saver_{i}").remote() for i in range(2)]
-refs = [s.save.remote() for s in savers]
-print("saving", flush=True)
-ray.get(refs)
-"""
-
-
 def test_stacks_of_a_job(head: OldHead) -> None:
     """The job's processes found through this version's lists (jobs' driver_info, actors, tasks) and
     their stacks taken with the py-spy next to this version's Python, grouped."""
     script = head.temp_dir / "stuck.py"
-    script.write_text(STUCK_JOB)
+    script.write_text(SAVERS_STUCK)
     job = f"stuck-{head.version}"
 
     async def run() -> dict[str, list[str]]:

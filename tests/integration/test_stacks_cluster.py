@@ -9,7 +9,6 @@ import asyncio
 import json
 import os
 import sys
-import textwrap
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ from cockpit.core.stack_gather import select, take
 from cockpit.core.targets import parse_target
 from tests.harness.cluster import ClusterHandle, running_cluster
 from tests.harness.debug_jobs import _stop, _submit
-from tests.harness.hang_jobs import alive_actor_pids, demo_hang_job, labels, wait_hung
+from tests.harness.hang_jobs import SAVERS_STUCK, alive_actor_pids, demo_hang_job, labels, wait_hung
 from tests.harness.run import run_cockpit
 from tests.harness.sshd import SshServer, start_sshd
 
@@ -131,39 +130,6 @@ def test_stacks_over_ssh_with_profiling_off(
         asyncio.run(run())
 
 
-STUCK = """
-import time
-import ray
-
-ray.init()
-
-
-def wait_for_checkpoint_barrier():
-    while True:
-        time.sleep(3600)
-
-
-@ray.remote(num_cpus=0)
-class Saver:
-    def save(self):
-        wait_for_checkpoint_barrier()
-
-
-@ray.remote(num_cpus=0)
-class Idle:
-    def ping(self):
-        return 1
-
-
-savers = [Saver.options(name=f"Saver_{i}").remote() for i in range(2)]
-idle = Idle.options(name="IdleOne").remote()
-ray.get(idle.ping.remote())
-refs = [s.save.remote() for s in savers]
-print("saving", flush=True)
-ray.get(refs)
-"""
-
-
 @pytest.fixture(scope="module")
 def profiling_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]:
     """A second, one-node cluster whose head serves `/worker/traceback` (RAY_DASHBOARD_ENABLE_PROFILING=1)."""
@@ -183,7 +149,7 @@ def profiling_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clus
 
 def test_stacks_through_the_dashboard_endpoint(profiling_cluster: ClusterHandle, tmp_path: Path) -> None:
     script = tmp_path / f"stuck_{uuid.uuid4().hex[:6]}.py"
-    script.write_text(textwrap.dedent(STUCK))
+    script.write_text(SAVERS_STUCK)
     submission_id = f"cockpit-test-stuck-{uuid.uuid4().hex[:8]}"
     job = _submit(
         profiling_cluster,

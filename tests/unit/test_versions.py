@@ -1,5 +1,5 @@
 """The supported Ray range: versions read as the dashboard reports them, one warning line outside the
-range (or for a version that cannot be read), a missing feature named with the Ray that brings it."""
+range (or for a version that cannot be read)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cockpit.core.versions import NEWEST_TESTED, OLDEST_SUPPORTED, TESTED, lacks, parse_version, range_warning
+from cockpit.core.versions import NEWEST_TESTED, OLDEST_SUPPORTED, TESTED, parse_version, range_warning
 
 
 @pytest.mark.parametrize(
@@ -47,14 +47,6 @@ def test_one_line_outside_the_range() -> None:
 
 def test_the_range_holds_the_tested_versions() -> None:
     assert all(OLDEST_SUPPORTED <= parse_version(v)[:2] <= NEWEST_TESTED for v in TESTED)  # type: ignore[index]
-
-
-def test_a_missing_feature_names_the_ray_that_brings_it() -> None:
-    assert (
-        lacks("2.44.1", "token_auth") == "token authentication comes with Ray 2.52; this cluster runs 2.44.1."
-    )
-    assert lacks("2.52.0", "token_auth") == "" and lacks("2.60.0", "token_auth") == ""
-    assert lacks("garbage", "token_auth") == ""
 
 
 @given(st.text(max_size=40))

@@ -10,7 +10,10 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from textual.app import App
+from textual.notifications import SeverityLevel
 from textual.worker import Worker
+
+from cockpit.ui.widgets.safe_text import clean
 
 if TYPE_CHECKING:
     from cockpit.core.connection import Connection
@@ -26,6 +29,12 @@ class ConnectedFeed:
         self.app = app
         self.state = state
         self.connection = connection
+
+    def alarm(self, text: str, title: str, severity: SeverityLevel = "error", timeout: float = 15) -> None:
+        """The bell and a banner on whatever screen is shown; TEXT may quote the cluster: cleaned, and
+        never read as markup."""
+        self.app.bell()
+        self.app.notify(clean(text), title=title, severity=severity, timeout=timeout, markup=False)
 
 
 def start_worker(

@@ -30,7 +30,6 @@ from cockpit.core.progress import (
 from cockpit.core.snapshots import NA
 from cockpit.ui.feeds import ConnectedFeed, start_worker
 from cockpit.ui.state import CockpitState, JobWatch, StateChanged
-from cockpit.ui.widgets.safe_text import clean
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Collection, Mapping
@@ -40,6 +39,7 @@ if TYPE_CHECKING:
     from textual.worker import Worker
 
     from cockpit.core.connection import Connection
+    from cockpit.core.ray_api import DashboardClient
     from cockpit.core.snapshots import JobRow
 
 TICK_SECONDS = 5.0
@@ -161,14 +161,7 @@ class HangFeed(ConnectedFeed):
                 followed.announced = False
             changed = changed or before != (entry.hung, entry.line, entry.straggler, entry.last_progress)
         for entry in newly_hung:
-            self.app.bell()
-            self.app.notify(
-                clean(f"⚠ {entry.job.key}: {entry.line} (S: stacks)"),
-                title="Hang?",
-                severity="error",
-                timeout=15,
-                markup=False,
-            )
+            self.alarm(f"⚠ {entry.job.key}: {entry.line} (S: stacks)", title="Hang?")
         if changed or state.needs("jobs"):
             self.app.post_message(StateChanged("hang", "doctor"))
 
@@ -217,15 +210,12 @@ class HangFeed(ConnectedFeed):
                 describe_policy(policy),
                 problem,
             )
-        replay = True
-        while True:
-            try:
-                connection = await self.connection()
-                await follow_driver(connection.client, job, followed.watch, replay=replay)
-                if entry is not None:
-                    entry.error = ""
-            except CockpitError as exc:
-                if entry is not None and self.state.connection.phase == "connected":
-                    entry.error = f"cannot follow the driver log: {exc}"
-            replay = False
-            await asyncio.sleep(10.0)
+
+        async def client() -> DashboardClient:
+            return (await self.connection()).client
+
+        def broke(reason: str) -> None:
+            if entry is not None and (not reason or self.state.connection.phase == "connected"):
+                entry.error = reason and f"cannot follow the driver log: {reason}"
+
+        await follow_driver(client, job, followed.watch, on_break=broke, pause=10.0)

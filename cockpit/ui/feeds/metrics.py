@@ -2,9 +2,9 @@
 
 The job is the one chosen on the Metrics screen (`j`), else the newest running one. Its driver log is read
 once to its end (the whole history, in chunks; the parser keeps only metric lines and the series are
-bounded), then followed from there with no line lost or repeated (`LogTail.after`): one log stream on
-the dashboard while a job runs. A job to compare with (`c`) is read once, and followed while it runs and
-the screen is shown.
+bounded), then followed from there with no line lost or repeated (`LogTail.rest`, then `chunks`): one
+log stream on the dashboard while a job runs. A job to compare with (`c`) is read once, and followed
+while it runs.
 
 A key that goes NaN or infinite rings the bell and raises a banner once, and the status bar says so on
 every screen (an RL run that went NaN at step 812 should not run six more hours unnoticed).
@@ -18,13 +18,12 @@ import time
 from typing import TYPE_CHECKING
 
 from cockpit.core.errors import CockpitError
-from cockpit.core.log_sources import CHECKED_BYTES, LogSource, LogTail
+from cockpit.core.log_sources import LogSource, LogTail
 from cockpit.core.metric_series import SeriesStore
 from cockpit.core.metrics import MetricsParser, format_label, profile_format
 from cockpit.core.progress import job_profile
 from cockpit.ui.feeds import ConnectedFeed, start_worker
 from cockpit.ui.state import CockpitState, StateChanged
-from cockpit.ui.widgets.safe_text import clean
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -144,14 +143,11 @@ class MetricsFeed(ConnectedFeed):
         else:
             view.store, view.form = store, format_label(form)
             view.error = problem
-        source = LogSource.driver(job)
         try:
             connection = await self.connection()
-            client = connection.client
-            size, recent = 0, b""
-            async for chunk in client.read_log(source.params()):
-                size += len(chunk)
-                recent = (recent + chunk)[-CHECKED_BYTES:]
+            # The whole file to its end (`rest`), then what is written next (`chunks`), once each.
+            tail = LogTail(connection.client, LogSource.driver(job), lines=-1, interval=1.0)
+            async for chunk in tail.rest():
                 self._took(store, parser.feed(chunk), compared, history=True)
             if not compared:
                 view.loaded = True
@@ -160,7 +156,6 @@ class MetricsFeed(ConnectedFeed):
                 self._took(store, parser.flush(), compared, history=True)
                 self._redraw(force=True)
                 return
-            tail = LogTail.after(client, source, size, recent, interval=1.0)
             async for chunk in tail.chunks():
                 self._took(store, parser.feed(chunk), compared, history=False)
         except CockpitError as exc:
@@ -185,14 +180,7 @@ class MetricsFeed(ConnectedFeed):
                 fresh = [a for a in alarms if a.key not in self._announced]
                 if fresh:
                     self._announced.update(a.key for a in fresh)
-                    self.app.bell()
-                    self.app.notify(
-                        clean(f"✖ {fresh[0].line} (7: Metrics)"),
-                        title="NaN",
-                        severity="error",
-                        timeout=15,
-                        markup=False,
-                    )
+                    self.alarm(f"✖ {fresh[0].line} (7: Metrics)", title="NaN")
                     self.app.post_message(StateChanged("metrics", "hang"))
         self._redraw()
 

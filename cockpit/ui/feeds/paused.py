@@ -18,7 +18,6 @@ from cockpit.core.errors import CockpitError
 from cockpit.core.paused import group_paused
 from cockpit.ui.feeds import ConnectedFeed, start_worker
 from cockpit.ui.state import CockpitState, StateChanged
-from cockpit.ui.widgets.safe_text import clean
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -126,13 +125,11 @@ class PausedFeed(ConnectedFeed):
             self._arm(SHOWN_SECONDS if state.needs("paused") else WATCH_SECONDS)
 
     def _announce(self, count: int, exception: str) -> None:
-        self.app.bell()
         what = f": {exception}" if exception else ""
         workers = "worker" if count == 1 else "workers"
-        self.app.notify(
-            clean(f"⏸ {count} {workers} paused in the debugger{what} (6: Debugger)"),
+        self.alarm(
+            f"⏸ {count} {workers} paused in the debugger{what} (6: Debugger)",
             title="Post-mortem",
             severity="warning",
             timeout=12,
-            markup=False,
         )
