@@ -134,8 +134,23 @@ def _stop(cluster: ClusterHandle, submission_id: str) -> None:
             if not job.terminal:
                 await client.stop_job(submission_id)
                 await wait_status(client, submission_id, timeout=60)
+            if job.job_id:
+                await _wait_actors_gone(client, job.job_id)
 
     asyncio.run(run())
+
+
+async def _wait_actors_gone(client: DashboardClient, job_id: str, timeout: float = 60.0) -> None:
+    """Ray kills a stopped job's actors after the job reads terminal; the next test must not see them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = await client.actors(filters=[("job_id", "=", job_id), ("state", "=", "ALIVE")])
+        if not alive.rows:
+            return
+        if time.monotonic() > deadline:
+            left = len(alive.rows)
+            raise AssertionError(f"{left} actor(s) of stopped job {job_id} still alive after {timeout:.0f} s")
+        await asyncio.sleep(0.5)
 
 
 @contextmanager
