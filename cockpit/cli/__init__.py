@@ -3,9 +3,10 @@
 One module per command group holds its subparsers and their handlers (`cluster`: status, wait, local;
 `jobs`: submit, jobs, stop, logs; `actors`: actors, actors --pending; `debug`: paused workers and their
 console; `doctor`: stacks, watch; `metrics`: a job's training curves; `profiles`; `tui`: connect, demo;
-`gpu`: gpu-agent); `common` holds the connect options, the prompts, `err` and the exit codes (0 ok,
-1 failure with one line on stderr, 2 usage error, 3 timeout, 4 stuck, 5 hang). Start-up stays light: the
-modules import only argparse at the top and each handler imports what it needs when it runs, so
+`slurm`: slurm up; `gpu`: gpu-agent); `common` holds the connect options, the prompts, `err` and the
+exit codes (0 ok, 1 failure with one line on stderr, 2 usage error, 3 timeout, 4 stuck, 5 hang).
+Start-up stays light: the modules import only argparse at the top and each handler imports what it
+needs when it runs, so
 `cockpit status --help` imports neither Textual nor Ray, and `cockpit status` neither Textual, Ray nor
 asyncssh (tests/unit/test_import_hygiene.py).
 """
@@ -18,10 +19,10 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from cockpit.cli import actors, cluster, debug, doctor, gpu, jobs, metrics, profiles, tui
-from cockpit.cli.common import EXIT_BROKEN_PIPE, EXIT_FAIL, EXIT_INTERRUPTED, err
+from cockpit.cli import actors, cluster, debug, doctor, gpu, jobs, metrics, profiles, slurm, tui
+from cockpit.cli.common import EXIT_BROKEN_PIPE, EXIT_FAIL, EXIT_INTERRUPTED, err, say
 
-GROUPS = (tui, cluster, jobs, actors, debug, doctor, metrics, gpu, profiles)
+GROUPS = (tui, cluster, jobs, actors, debug, doctor, metrics, slurm, gpu, profiles)
 """In the order `cockpit --help` lists their commands."""
 
 
@@ -49,11 +50,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(sig, _interrupt)
     args = build_parser().parse_args(argv)
     from cockpit.core.errors import CockpitError
+    from cockpit.core.text import clean
 
     try:
         return int(args.handler(args))
     except CockpitError as exc:
         err(str(exc))
+        details = getattr(exc, "details", None)
+        for line in details() if callable(details) else ():
+            say(f"  {clean(line)}", sys.stderr)
         return EXIT_FAIL
     except KeyboardInterrupt:
         err("interrupted")

@@ -11,11 +11,20 @@ from collections import Counter
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
-from cockpit.cli.common import EXIT_FAIL, EXIT_OK, EXIT_TIMEOUT, add_connect_options, connect_options, err
+from cockpit.cli.common import (
+    EXIT_FAIL,
+    EXIT_OK,
+    EXIT_TIMEOUT,
+    EXIT_USAGE,
+    add_connect_options,
+    connect_options,
+    err,
+)
 
 if TYPE_CHECKING:
     from cockpit.core.connection import ConnectOptions
     from cockpit.core.join import JoinProgress
+    from cockpit.core.slurm import SlurmJob
     from cockpit.core.snapshots import NodeSnapshot
     from cockpit.core.targets import Target
 
@@ -43,8 +52,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
     p = sub.add_parser("wait", help="wait until the cluster has N nodes (and G GPUs)")
     add_connect_options(p)
-    p.add_argument("--nodes", type=int, required=True, metavar="N")
-    p.add_argument("--gpus", type=float, metavar="G")
+    p.add_argument("--nodes", type=int, metavar="N", help="nodes to wait for (slurm: the allocation's)")
+    p.add_argument("--gpus", type=float, metavar="G", help="GPUs to wait for (slurm: the allocation's)")
     p.add_argument(
         "--timeout", type=float, default=600.0, metavar="S", help="seconds (default 600); exit 3 after"
     )
@@ -160,16 +169,18 @@ def status(args: argparse.Namespace) -> int:
 
 
 async def _status(target: Target, options: ConnectOptions, as_json: bool) -> int:
-    from cockpit.core.connection import open_dashboard
+    from cockpit.core.connection import open_connection
     from cockpit.core.join import JoinProgress
     from cockpit.core.snapshots import NA
 
-    async with open_dashboard(target, options) as client:
+    async with open_connection(target, options) as connection:
+        client = connection.client
         info, nodes, jobs = await asyncio.gather(
             client.cluster_info(), client.nodes(fresh=True), client.jobs()
         )
         url = client.display_url
-    progress = JoinProgress.of(nodes)
+    job = connection.slurm
+    progress = JoinProgress.of(nodes, job.num_nodes, job.gpus) if job else JoinProgress.of(nodes)
     job_counts = Counter(job.status for job in jobs)
     from cockpit.core.text import clean
     from cockpit.core.versions import range_warning
@@ -190,9 +201,13 @@ async def _status(target: Target, options: ConnectOptions, as_json: bool) -> int
             "nodes": [_node_json(n) for n in nodes],
             "jobs": dict(job_counts),
         }
+        if job is not None:
+            doc["slurm"] = slurm_json(job)
         print(json.dumps(doc, indent=2))
         return EXIT_OK
     print(f"{target.raw}  Ray {info.ray_version}  Python {info.python_version}  dashboard {url}")
+    if job is not None:
+        print(slurm_line(job))
     print(progress.summary())
     for line in progress.death_lines():
         print(f"  {line}")
@@ -202,6 +217,30 @@ async def _status(target: Target, options: ConnectOptions, as_json: bool) -> int
     return EXIT_OK
 
 
+def slurm_line(job: SlurmJob) -> str:
+    """ "slurm job 123 (name) RUNNING on 4 nodes (gpu[01-04]) · 3h12m left" """
+    from cockpit.core.text import clean
+    from cockpit.core.units import duration
+
+    left = job.seconds_left(time.time())
+    walltime = f" · {duration(left)} left" if left is not None else " · no time limit"
+    return clean(f"{job.describe()} on {job.num_nodes} node(s) ({job.node_list}){walltime}")
+
+
+def slurm_json(job: SlurmJob) -> dict[str, Any]:
+    return {
+        "job_id": job.job_id,
+        "name": job.name,
+        "state": job.state,
+        "reason": job.reason,
+        "nodes": list(job.hosts),
+        "gpus": job.gpus,
+        "start_time": job.start_time,
+        "end_time": job.end_time,
+        "seconds_left": job.seconds_left(time.time()),
+    }
+
+
 # -- wait: the join gate -------------------------------------------------------------------------
 
 
@@ -209,15 +248,24 @@ def wait(args: argparse.Namespace) -> int:
     from cockpit.core.targets import parse_target
 
     target = parse_target(args.target)
+    if args.nodes is None and target.kind != "slurm":
+        err("--nodes N is needed (only a slurm:JOBID target knows its shape: its allocation's).")
+        return EXIT_USAGE
     return asyncio.run(
         _wait(target, connect_options(args), args.nodes, args.gpus, args.timeout, args.interval)
     )
 
 
 async def _wait(
-    target: Target, options: ConnectOptions, nodes: int, gpus: float | None, timeout: float, interval: float
+    target: Target,
+    options: ConnectOptions,
+    nodes: int | None,
+    gpus: float | None,
+    timeout: float,
+    interval: float,
 ) -> int:
-    from cockpit.core.connection import open_dashboard
+    from cockpit.core import slurm
+    from cockpit.core.connection import Connection, open_connection
     from cockpit.core.join import JoinProgress
     from cockpit.core.ray_api import DashboardError
     from cockpit.core.ssh.errors import SshError
@@ -229,21 +277,32 @@ async def _wait(
     progress: JoinProgress | None = None
     problem = ""
     async with AsyncExitStack() as stack:
-        client = None
+        connection: Connection | None = None
         while True:
+            pause = interval
             try:
-                if client is None:
+                if connection is None:
                     # Over SSH the head's sshd may not be up yet either (the sbatch join gate): retry.
-                    client = await stack.enter_async_context(open_dashboard(target, options))
-                progress = JoinProgress.of(await client.nodes(), nodes, gpus)
+                    connection = await stack.enter_async_context(open_connection(target, options))
+                    if connection.slurm is not None:  # the allocation's shape, unless given
+                        nodes = nodes or connection.slurm.num_nodes
+                        gpus = gpus if gpus is not None else connection.slurm.gpus
+                progress = JoinProgress.of(await connection.client.nodes(), nodes, gpus)
                 problem = ""
+            except slurm.SlurmNotRunning as exc:
+                if exc.ended:
+                    raise
+                problem = str(exc)  # pending: its reason and estimate, refreshed
+                pause = max(interval, slurm.PENDING_POLL_SECONDS / 2)
             except SshError as exc:
                 if exc.permanent:
                     raise
                 problem = str(exc)
+                await _slurm_still_there(target)
             except DashboardError as exc:
                 # The head may still be starting: keep waiting, but say why nothing is counted.
                 problem = str(exc)
+                await _slurm_still_there(target)
             waited = time.monotonic() - started
             line = f"[{duration(waited)}] " + (problem or (progress.summary() if progress else ""))
             if live:
@@ -258,14 +317,28 @@ async def _wait(
                 return EXIT_OK
             if waited >= timeout:
                 break
-            await asyncio.sleep(min(interval, max(0.1, timeout - waited)))
+            await asyncio.sleep(min(pause, max(0.1, timeout - waited)))
     if live:
         print(file=sys.stderr)
     if progress is None:
         err(f"timed out after {duration(timeout)}: {problem}")
         return EXIT_TIMEOUT
-    _say_what_is_missing(progress, nodes, gpus, timeout)
+    _say_what_is_missing(progress, nodes or 0, gpus, timeout)
     return EXIT_TIMEOUT
+
+
+async def _slurm_still_there(target: Target) -> None:
+    """For a slurm target whose head stopped answering: raise if the job ended (no point waiting)."""
+    if target.kind != "slurm" or target.slurm_job is None:
+        return
+    from cockpit.core import slurm
+
+    try:
+        job = await slurm.lookup(target.slurm_job)
+    except slurm.SlurmError:
+        return  # slurmctld busy: the next round asks again
+    if job.ended:
+        raise slurm.SlurmNotRunning(job)
 
 
 def _say_what_is_missing(progress: JoinProgress, nodes: int, gpus: float | None, timeout: float) -> None:

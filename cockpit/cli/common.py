@@ -48,7 +48,14 @@ def say(message: str, stream: TextIO | None = None) -> None:
 
 def add_connect_options(parser: argparse.ArgumentParser) -> None:
     """TARGET and the options every TARGET-taking command shares."""
-    parser.add_argument("target", metavar="TARGET", help="local | http://HOST:PORT | SSH destination")
+    parser.add_argument(
+        "target", metavar="TARGET", help="local | http://HOST:PORT | slurm:JOBID | SSH destination"
+    )
+    add_connection_flags(parser)
+
+
+def add_connection_flags(parser: argparse.ArgumentParser) -> None:
+    """The options of how to reach a cluster (SSH config, dashboard port, token, host keys)."""
     parser.add_argument("--ssh-config", metavar="FILE", help="OpenSSH client config (like ssh -F)")
     parser.add_argument(
         "--dashboard-port", type=int, default=8265, help="dashboard port on the head (default 8265)"

@@ -40,6 +40,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     p.add_argument("--follow", action="store_true", help="print the driver log until the job ends")
     p.add_argument("--force", action="store_true", help="submit even when a pre-flight check fails")
+    p.add_argument(
+        "--nodes", type=int, metavar="N", help="run on N nodes (default: the profile's cluster.nodes)"
+    )
+    p.add_argument(
+        "--gpus-per-node",
+        type=int,
+        metavar="G",
+        help="GPUs per node (default: the profile's cluster.gpus_per_node)",
+    )
     p.set_defaults(handler=submit)
 
     p = sub.add_parser("jobs", help="list jobs")
@@ -116,6 +125,7 @@ def submit(args: argparse.Namespace) -> int:
     from cockpit.core.targets import parse_target
 
     profile = profiles.load(profiles.find(args.profile, warn=err))
+    profile = profiles.with_shape(profile, args.nodes, args.gpus_per_node)
     overrides = parse_overrides(args.overrides)
     target = parse_target(args.target)
     if args.dry_run:

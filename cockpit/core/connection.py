@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from cockpit.core.errors import CockpitError
@@ -15,6 +15,8 @@ from cockpit.core.ssh.errors import UnknownHostKey
 from cockpit.core.targets import Target
 
 if TYPE_CHECKING:
+    from cockpit.core.slurm import SlurmJob
+
     # asyncssh costs ~100 ms and ~15 MiB to import: only SSH targets load it (see BENCHMARKS.md).
     from cockpit.core.ssh.link import SshLink
 
@@ -42,6 +44,8 @@ class Connection:
 
     client: DashboardClient
     link: SshLink | None = None
+    slurm: SlurmJob | None = None
+    """For `slurm:` targets: the job as it was when the connection opened (running)."""
 
 
 async def _start_link(target: Target, opts: ConnectOptions) -> SshLink:
@@ -92,6 +96,7 @@ async def open_connection(target: Target, options: ConnectOptions | None = None)
     """
     opts = options or ConnectOptions()
     link: SshLink | None = None
+    job: SlurmJob | None = None
     # Files and a /proc scan (`_holds_its_port`): off the event loop, which may be drawing the TUI.
     cluster = await asyncio.to_thread(record.load)
     if target.kind == "local":
@@ -114,7 +119,9 @@ async def open_connection(target: Target, options: ConnectOptions | None = None)
             token = await asyncio.to_thread(load_token, opts.token_file)
         client = DashboardClient(target.url, token=token, timeout=opts.timeout)
     else:
-        token = await asyncio.to_thread(load_token, opts.token_file)
+        if target.kind == "slurm":
+            job, target, opts = await _slurm_head(target, opts)
+        token = await asyncio.to_thread(_token_of, opts, job)
         link = await _start_link(target, opts)
         client = DashboardClient(
             "http://dashboard",
@@ -129,11 +136,41 @@ async def open_connection(target: Target, options: ConnectOptions | None = None)
             notice = await _unused_token(client)
             if notice:
                 opts.on_notice(notice)
-        yield Connection(client=client, link=link)
+        yield Connection(client=client, link=link, slurm=job)
     finally:
         await client.close()
         if link is not None:
             await link.close()
+
+
+async def _slurm_head(target: Target, opts: ConnectOptions) -> tuple[SlurmJob, Target, ConnectOptions]:
+    """The running Slurm job of TARGET, the SSH target of its first host (the Ray head), and the options
+    with the dashboard port its `cockpit slurm up` script chose (else --dashboard-port).
+
+    Raises:
+        SlurmNotRunning: the job waits or ended (the error carries it: state, reason, estimate).
+        SlurmError: Slurm's commands are missing here or the job is unknown.
+    """
+    from cockpit.core import slurm
+
+    assert target.slurm_job is not None
+    job = await slurm.lookup(target.slurm_job)
+    if not job.running or job.head is None:
+        raise slurm.SlurmNotRunning(job)
+    head = Target(kind="ssh", raw=f"{target.raw} ({job.head})", host=job.head)
+    port = job.dashboard_port
+    return job, head, replace(opts, dashboard_port=port) if port else opts
+
+
+def _token_of(opts: ConnectOptions, job: SlurmJob | None) -> str | None:
+    """--token-file, else the token `cockpit slurm up` made for that job, else Ray's usual places."""
+    if opts.token_file is None and job is not None:
+        from cockpit.core.slurm_script import job_token
+
+        token = job_token(job.job_id)
+        if token:
+            return token
+    return load_token(opts.token_file)
 
 
 async def _unused_token(client: DashboardClient) -> str | None:

@@ -14,6 +14,7 @@ file per resume; no read has a total time limit, only a limit on each wait while
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
@@ -128,6 +129,8 @@ class LogSource:
     actor_id: str = ""
     suffix: str = "out"
     """For actors: "out" (stdout) or "err" (stderr)."""
+    path: str = ""
+    """A file on this machine, read without the dashboard (a Slurm job's output, `ray.sub`'s logs)."""
 
     def params(self) -> list[tuple[str, str]]:
         if self.actor_id:
@@ -149,6 +152,76 @@ class LogSource:
     @classmethod
     def file(cls, node_id: str, filename: str) -> LogSource:
         return cls(label=filename.rsplit("/", 1)[-1], node_id=node_id, filename=filename)
+
+    @classmethod
+    def local(cls, path: str) -> LogSource:
+        """A file on this machine (no dashboard needed)."""
+        return cls(label=path.rsplit("/", 1)[-1], path=path)
+
+
+class LocalFileTail:
+    """Follows a file on this machine: its last `lines` lines, then what is appended, polled every
+    `interval` seconds (a stat; a read only when it grew). The files it is for (a Slurm job's output,
+    the bootstrap logs of `ray.sub`) exist before any dashboard does. A file that shrinks was replaced:
+    said once, and read again from its top. A file not there yet is waited for.
+    """
+
+    READ_LIMIT = 1 << 20
+    """At most this much per read: a file that grows fast is read in steps."""
+
+    def __init__(
+        self,
+        path: str,
+        lines: int = 1000,
+        on_event: Callable[[str], None] | None = None,
+        interval: float = 1.0,
+    ) -> None:
+        self.path = path
+        self.lines = lines
+        self.on_event = on_event or (lambda _message: None)
+        self.interval = interval
+        self.offset: int | None = None
+
+    def _read(self, start: int, size: int) -> bytes:
+        with open(self.path, "rb") as handle:
+            handle.seek(start)
+            return handle.read(min(size, self.READ_LIMIT))
+
+    def _start(self, size: int) -> int:
+        """Where the last `lines` lines begin (reading at most HISTORY_LIMIT bytes of the end)."""
+        if self.lines < 0:
+            return 0
+        begin = max(0, size - HISTORY_LIMIT)
+        last = LastLines(self.lines)
+        with open(self.path, "rb") as handle:
+            handle.seek(begin)
+            last.feed(handle.read(size - begin))
+        return size - len(last.take())
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        missing_said = False
+        while True:
+            try:
+                size = (await asyncio.to_thread(os.stat, self.path)).st_size
+                if self.offset is None:
+                    self.offset = await asyncio.to_thread(self._start, size)
+                if size < self.offset:
+                    self.on_event(f"{self.path} is shorter than what was read: replaced; reading it again")
+                    self.offset = 0
+                if size > self.offset:
+                    data = await asyncio.to_thread(self._read, self.offset, size - self.offset)
+                    self.offset += len(data)
+                    if data:
+                        yield data
+                        continue  # more may be there already
+                missing_said = False
+            except FileNotFoundError:
+                if not missing_said:
+                    self.on_event(f"{self.path} is not there (yet); waiting for it")
+                    missing_said = True
+            except OSError as exc:
+                self.on_event(f"cannot read {self.path}: {exc.strerror}")
+            await asyncio.sleep(self.interval)
 
 
 class LogTail:

@@ -201,6 +201,21 @@ def secret_file_problem(path: str) -> str | None:
     return None
 
 
+def with_shape(profile: Profile, nodes: int | None, gpus_per_node: int | None) -> Profile:
+    """PROFILE run on another shape than its `cluster:` (`submit --nodes N --gpus-per-node G`, an
+    allocation's shape): `${cluster.nodes}` and `${cluster.gpus_per_node}` follow, and the pre-flight
+    holds the cluster to it."""
+    from dataclasses import replace
+
+    if nodes is None and gpus_per_node is None:
+        return profile
+    shape = ClusterShape(
+        nodes=profile.cluster.nodes if nodes is None else nodes,
+        gpus_per_node=profile.cluster.gpus_per_node if gpus_per_node is None else gpus_per_node,
+    )
+    return replace(profile, cluster=shape)
+
+
 def new_submission_id(profile_name: str) -> str:
     """`<profile>-<yyyymmdd-hhmmss>-<suffix>`: readable, sortable, and unique even within a second."""
     return f"{profile_name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"

@@ -1,4 +1,5 @@
-"""Provides parsing of TARGET: `local`, an `http://host:port` dashboard, or an SSH destination."""
+"""Provides parsing of TARGET: `local`, an `http://host:port` dashboard, `slurm:JOBID` / `slurm:NAME`, or
+an SSH destination."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from urllib.parse import urlsplit
 
 from cockpit.core.errors import TargetError
 
-TargetKind = Literal["local", "http", "ssh"]
+TargetKind = Literal["local", "http", "ssh", "slurm"]
 
 _DESTINATION_FORMS = "expected alias, user@host, host:port or user@[v6addr]:port"
 
@@ -28,6 +29,8 @@ class Target:
     """SSH host or `~/.ssh/config` alias, for `ssh` targets."""
     user: str | None = None
     port: int | None = None
+    slurm_job: str | None = None
+    """Job id or name, for `slurm` targets: the Ray head is the first host of that job's allocation."""
 
     def __str__(self) -> str:
         return self.raw
@@ -42,10 +45,17 @@ def parse_target(raw: str) -> Target:
     text = raw.strip()
     if not text:
         raise TargetError(
-            "TARGET is empty: give `local`, http://HOST:PORT or an SSH destination like user@host."
+            "TARGET is empty: give `local`, http://HOST:PORT, slurm:JOBID or an SSH destination (user@host)."
         )
     if text == "local":
         return Target(kind="local", raw=text)
+    if text.startswith("slurm:"):
+        job = text[6:].strip()
+        if not job or any(c.isspace() or c in "/\\'\"" for c in job):
+            raise TargetError(
+                f"{text!r} is not a Slurm TARGET: use slurm:JOBID (e.g. slurm:123456) or slurm:JOBNAME."
+            )
+        return Target(kind="slurm", raw=text, slurm_job=job)
     if "://" in text:
         parts = urlsplit(text)
         if parts.scheme not in ("http", "https") or not parts.hostname:

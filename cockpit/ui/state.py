@@ -26,6 +26,7 @@ from cockpit.core.layouts import Layout
 from cockpit.core.metric_series import NonFinite, SeriesStore
 from cockpit.core.paused import PausedCache, PausedGroup, PausedWorker
 from cockpit.core.pending import PendingReport
+from cockpit.core.slurm import SlurmJob
 from cockpit.core.snapshots import ActorRow, ClusterInfo, ClusterSnapshot, JobRow
 from cockpit.core.stacks import StacksReport
 from cockpit.core.targets import Target
@@ -55,10 +56,12 @@ Topic = Literal[
     "doctor",
     "hang",
     "metrics",
+    "slurm",
 ]
 """What a `StateChanged` message says changed."""
 
-ConnectionPhase = Literal["connecting", "connected", "reconnecting", "unreachable"]
+ConnectionPhase = Literal["connecting", "connected", "reconnecting", "unreachable", "queued", "ended"]
+"""`queued`: a `slurm:` target's job waits in Slurm's queue; `ended`: that job is over (no retries)."""
 
 
 @dataclass
@@ -234,6 +237,8 @@ class CockpitState:
     paused: Paused = field(default_factory=Paused)
     doctor: Doctor = field(default_factory=Doctor)
     metrics: MetricsView = field(default_factory=MetricsView)
+    slurm: SlurmJob | None = None
+    """A `slurm:` target's job as last looked up (state, reason, hosts, walltime)."""
     shown_needs: frozenset[Need] = frozenset()
     """What the screen on view needs; the feeds read it to choose what to fetch."""
 
@@ -244,7 +249,11 @@ class CockpitState:
     def join_progress(self) -> JoinProgress | None:
         if self.snapshot is None:
             return None
-        return JoinProgress.of(self.snapshot.nodes, self.expect_nodes, self.expect_gpus)
+        nodes, gpus = self.expect_nodes, self.expect_gpus
+        if self.slurm is not None:  # the allocation's shape, unless the user said otherwise
+            nodes = nodes or self.slurm.num_nodes or None
+            gpus = gpus if gpus is not None else self.slurm.gpus
+        return JoinProgress.of(self.snapshot.nodes, nodes, gpus)
 
     def needs(self, need: Need) -> bool:
         return need in self.shown_needs

@@ -16,11 +16,14 @@ import time
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
 
+from cockpit.core import slurm
 from cockpit.core.connection import Connection, ConnectOptions, exposure_warning, open_connection
 from cockpit.core.errors import CockpitError
 from cockpit.core.ray_api import AuthenticationRejected, AuthenticationRequired, DashboardClient
+from cockpit.core.slurm import SlurmJob, SlurmNotRunning
 from cockpit.core.snapshots import ClusterSnapshot, JobRow
 from cockpit.core.ssh.errors import SshError, UnknownHostKey
+from cockpit.core.units import duration
 from cockpit.core.versions import range_warning
 from cockpit.ui.feeds import start_worker
 from cockpit.ui.feeds.gpus import GpuFeed
@@ -63,6 +66,9 @@ class ClusterFeed:
         self._jobs: tuple[JobRow, ...] = ()
         self._timer: Timer | None = None
         """The one armed poll timer: re-arming replaces it, so polls never multiply."""
+        self._slurm_due = 0.0
+        """When (monotonic) a `slurm:` target's job is next looked up."""
+        self._walltime_warned = False
 
     # -- the connection ------------------------------------------------------------------------
 
@@ -145,6 +151,8 @@ class ClusterFeed:
         poll = self._poll_number
         state = self.state
         try:
+            if state.target.kind == "slurm" and not await self._slurm_job_alive():
+                return
             client = await self.dashboard()
             if state.info is None:
                 state.info = await client.cluster_info()
@@ -162,6 +170,13 @@ class ClusterFeed:
             self.app.post_message(HostKeyUnknown(unknown))
             self._unreachable("unknown host key: waiting for your answer")
             return
+        except SlurmNotRunning as exc:
+            self._slurm_seen(exc.job)
+            if exc.ended:
+                self._slurm_ended(exc.job)
+            else:
+                self._queued(exc.job)
+            return
         except (AuthenticationRequired, AuthenticationRejected) as exc:
             self.failed(str(exc), permanent=True)
             return
@@ -169,7 +184,7 @@ class ClusterFeed:
             self.failed(str(exc), permanent=exc.permanent)
             return
         except CockpitError as exc:
-            self.failed(str(exc))
+            self.failed(str(exc), permanent=getattr(exc, "permanent", False))
             return
         self._polls += 1
         state.snapshot = ClusterSnapshot(nodes=nodes, jobs=self._jobs, fetched_at=time.time())
@@ -183,6 +198,71 @@ class ClusterFeed:
         progress = state.join_progress()
         joining = progress is not None and not progress.ready
         self._schedule(NODE_POLL_SECONDS if joining else STEADY_POLL_SECONDS)
+
+    # -- a cluster inside a Slurm job ------------------------------------------------------------
+
+    async def _slurm_job_alive(self) -> bool:
+        """Look the Slurm job up when due (every 30 s while connected; at once after a failure): False
+        when it ended (said so; polling stops)."""
+        if time.monotonic() < self._slurm_due:
+            return True
+        assert self.state.target.slurm_job is not None
+        job = await slurm.lookup(self.state.target.slurm_job)
+        self._slurm_seen(job)
+        if job.ended or job.ending:
+            self._slurm_ended(job)
+            return False
+        return True
+
+    def _slurm_seen(self, job: SlurmJob) -> None:
+        self.state.slurm = job
+        self._slurm_due = time.monotonic() + slurm.RUNNING_POLL_SECONDS
+        left = job.seconds_left(time.time())
+        if left is not None and left <= slurm.WALLTIME_WARN_SECONDS and not self._walltime_warned:
+            self._walltime_warned = True
+            self.app.bell()
+            self.app.notify(
+                clean(f"slurm job {job.job_id} reaches its time limit in {duration(left)}: checkpoint now"),
+                title="Walltime",
+                severity="warning",
+                timeout=30,
+                markup=False,
+            )
+        self.app.post_message(StateChanged("slurm"))
+
+    def _queued(self, job: SlurmJob) -> None:
+        """The job waits in the queue: its reason and estimate; asked again in 10 s."""
+        self.state.connection.phase = "queued"
+        self.state.connection.detail = job.describe()
+        self._slurm_due = 0.0
+        self.app.post_message(StateChanged("connection"))
+        self._schedule(slurm.PENDING_POLL_SECONDS)
+
+    def _slurm_ended(self, job: SlurmJob) -> None:
+        """The job is over (or on its way out): said once, with Slurm's state and reason; nothing is
+        retried but the lookup of a job still ending, until Slurm gives its final state."""
+        connection = self.state.connection
+        first = connection.phase != "ended"
+        connection.phase = "ended"
+        if job.ending:
+            connection.detail = job.describe()
+            self._slurm_due = 0.0
+            self._schedule(slurm.ENDING_POLL_SECONDS)
+        else:
+            where = f" · its output: {job.stdout}" if job.stdout else ""
+            connection.detail = f"{job.describe()}{where} (not retrying)"
+            if self._timer is not None:
+                self._timer.stop()
+                self._timer = None
+        if first:
+            self.app.bell()
+            self.app.notify(
+                clean(job.describe()), title="Slurm job ended", severity="error", timeout=30, markup=False
+            )
+            start_worker(
+                self.app, self._drop_connection, group="reconnect", description="Closing the connection"
+            )
+        self.app.post_message(StateChanged("connection"))
 
     def _unreachable(self, detail: str) -> None:
         self.state.connection.phase = "unreachable"
@@ -214,6 +294,7 @@ class ClusterFeed:
 
     def failed(self, reason: str, permanent: bool = False) -> None:
         """The cluster did not answer: retry later, or (permanent) stop until the user presses `r`."""
+        self._slurm_due = 0.0  # a Slurm job's head that stops answering: did the job end?
         connection = self.state.connection
         connection.phase = "unreachable"
         link = self._connection.link if self._connection is not None else None

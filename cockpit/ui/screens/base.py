@@ -25,7 +25,7 @@ class CockpitScreen(Screen[None]):
     TITLE = ""
     NEEDS: ClassVar[frozenset[Need]] = frozenset({"nodes"})
     """What the screen shows: the feeds fetch `jobs`, `gpus` and `actors` fully only while it is on view."""
-    SHOWS: ClassVar[frozenset[Topic]] = frozenset({"snapshot", "connection"})
+    SHOWS: ClassVar[frozenset[Topic]] = frozenset({"snapshot", "connection", "slurm"})
     """The state topics whose change redraws the screen."""
 
     @property
@@ -56,7 +56,7 @@ class CockpitScreen(Screen[None]):
 
     def state_changed(self, topics: frozenset[Topic]) -> None:
         """The app's word that the state changed; redraws what this screen shows of it."""
-        if topics & {"connection", "info", "snapshot", "pending", "paused", "hang", "metrics"}:
+        if topics & {"connection", "info", "snapshot", "pending", "paused", "hang", "metrics", "slurm"}:
             self.sync_status_bar()
         if topics & self.SHOWS:
             self.refresh_view()

@@ -31,10 +31,15 @@ class ClusterScreen(CockpitScreen):
         for table in self.query(NodeTable):
             table.set_class(state.connection.stale, "stale")
         snapshot, progress = state.snapshot, state.join_progress()
+        job = state.slurm
+        if job is not None and (not job.running or snapshot is None):  # queued, starting, or over
+            for panel in self.query(JoinPanel):
+                panel.show_slurm(job)
         if snapshot is None or progress is None:
             return
         for panel in self.query(JoinPanel):
-            panel.show(progress)
+            if job is None or job.running:
+                panel.show(progress)
         for table in self.query(NodeTable):
             table.show(snapshot.nodes)
         requested = state.requested_node

@@ -20,7 +20,7 @@ from textual.widgets import Input, Static
 from textual.worker import Worker
 
 from cockpit.core.errors import CockpitError
-from cockpit.core.log_sources import LogSource, LogTail
+from cockpit.core.log_sources import LocalFileTail, LogSource, LogTail
 from cockpit.core.snapshots import ActorRow, JobRow, LogIndex, NodeSnapshot
 from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.screens.picker import PickScreen
@@ -118,6 +118,14 @@ class LogsScreen(CockpitScreen):
             show=False,
             tooltip="back to the driver log alone",
         ),
+        Binding(
+            "w",
+            "slurm_files",
+            "Slurm files",
+            id="logs.slurm",
+            show=False,
+            tooltip="a slurm: job's output and ray.sub logs, read here (before any dashboard exists)",
+        ),
         Binding("s", "save", "Save", id="logs.save", show=False, tooltip="save what is shown to a file"),
         Binding("escape", "close_input", "Close the prompt", id="logs.close", show=False),
     ]
@@ -135,6 +143,8 @@ class LogsScreen(CockpitScreen):
         self.job: JobRow | None = None
         self.sources: list[LogSource] = []
         self.tails: dict[LogSource, LogTail] = {}
+        self.local_tails: dict[LogSource, LocalFileTail] = {}
+        """Files of this machine (a Slurm job's output), followed without the dashboard."""
         self.streams: dict[LogSource, Worker[None]] = {}
         """The running stream of each source: never two for one source (its lines would repeat)."""
         self.event = ""
@@ -166,6 +176,9 @@ class LogsScreen(CockpitScreen):
             job = self._default_job()
             if job is not None:
                 self.show_job(job)
+            elif self.state.slurm is not None and self.state.slurm.stdout:
+                # No Ray job (yet, or the head never came up): the Slurm job's own output says why.
+                self._set_sources([LogSource.local(self.state.slurm.stdout)])
         self._describe()
 
     def _default_job(self) -> JobRow | None:
@@ -190,9 +203,12 @@ class LogsScreen(CockpitScreen):
     def _set_sources(self, sources: list[LogSource]) -> None:
         self._stop_streams()
         self.tails = {s: t for s, t in self.tails.items() if s in sources}
-        if [s for s in sources if s not in self.tails] or len(sources) < len(self.sources):
+        self.local_tails = {s: t for s, t in self.local_tails.items() if s in sources}
+        kept = {*self.tails, *self.local_tails}
+        if [s for s in sources if s not in kept] or len(sources) < len(self.sources):
             self.view.clear()
             self.tails = {}
+            self.local_tails = {}
         self.sources = sources
         self._start_streams()
         self._describe()
@@ -253,6 +269,15 @@ class LogsScreen(CockpitScreen):
         )
 
     async def _stream(self, source: LogSource) -> None:
+        if source.path:
+            local = self.local_tails.get(source)
+            if local is None:
+                local = self.local_tails[source] = LocalFileTail(
+                    source.path, lines=START_LINES, on_event=self._on_event
+                )
+            async for chunk in local.chunks():
+                self.view.append(source.label, chunk)
+            return
         try:
             client = await self.host.dashboard()
         except CockpitError as exc:
@@ -388,6 +413,25 @@ class LogsScreen(CockpitScreen):
         filename = await self.app.push_screen_wait(PickScreen(title, file_items(index)))
         if filename:
             self._add_source(LogSource.file(node_id, filename))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "slurm_files":
+            return self.state.target.kind == "slurm"
+        return super().check_action(action, parameters)
+
+    def action_slurm_files(self) -> None:
+        job = self.state.slurm
+        files = job.bootstrap_logs() if job is not None else []
+        if not files:
+            self.notify("no output file of the Slurm job is readable from here", severity="warning")
+            return
+        items = [(str(path), Text(clean(str(path)))) for path in files]
+
+        def chosen(path: str | None) -> None:
+            if path:
+                self._set_sources([LogSource.local(path)])
+
+        self.app.push_screen(PickScreen("Which file of the Slurm job?", items), chosen)
 
     def action_only_driver(self) -> None:
         if self.job is not None:

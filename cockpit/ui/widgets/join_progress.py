@@ -8,6 +8,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from cockpit.core.join import JoinProgress
+from cockpit.core.slurm import SlurmJob, clock
 from cockpit.core.units import duration
 
 
@@ -68,4 +69,28 @@ class JoinPanel(Static):
             text.append(progress.summary().split(" — waiting: ", 1)[-1])
         if progress.dead:
             text.append(f"   {len(progress.dead)} dead node(s), see the table", style="bold red")
+        self.update(text)
+
+    def show_slurm(self, job: SlurmJob) -> None:
+        """Before the cluster exists (a `slurm:` job waiting in the queue) or after it is gone: the
+        job's state, Slurm's reason, the start estimate and the shape it will have."""
+        self.set_class(False, "ready")
+        text = Text()
+        if job.waiting:
+            text.append("QUEUED", style="bold yellow")
+            text.append(f" in Slurm: {job.state}")
+            if job.reason:
+                text.append(f" ({job.reason})")
+            text.append(
+                f" · expected start {clock(job.start_time)}" if job.start_time else " · no start estimate"
+            )
+        elif job.running:
+            text.append("STARTING", style="bold yellow")
+            text.append(f": slurm job {job.job_id} runs on {job.num_nodes} node(s) ({job.node_list}); ")
+            text.append(f"waiting for the Ray head's dashboard on {job.head or '?'}")
+        else:
+            text.append(job.state, style="bold red" if job.ended else "bold yellow")
+            text.append(f": {job.describe()}")
+        gpus = f" x {job.gpus_per_node:g} GPUs" if job.gpus_per_node else ""
+        text.append(f"\nwill have {job.num_nodes} node(s){gpus}" if job.waiting else "")
         self.update(text)

@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from cockpit.core.slurm import WALLTIME_WARN_SECONDS
 from cockpit.core.units import duration
 from cockpit.ui.widgets.safe_text import clean
 
@@ -57,6 +58,18 @@ def metrics_warning(state: CockpitState) -> str:
     return f"✖ {alarms[0].line}{more} (7)"
 
 
+def slurm_segment(state: CockpitState, now: float | None = None) -> tuple[str, bool]:
+    """ "slurm 123 · 2h10m left" for a `slurm:` target's running job, and whether it is the last ten
+    minutes (a warning); ("", False) otherwise (its queue state is the connection's detail)."""
+    job = state.slurm
+    if job is None or not job.running:
+        return "", False
+    left = job.seconds_left(time.time() if now is None else now)
+    if left is None:
+        return f"slurm {job.job_id} · no time limit", False
+    return f"⏱ {duration(left)} left (slurm {job.job_id})", left <= WALLTIME_WARN_SECONDS
+
+
 class StatusBar(Static):
     """One line at the top of every screen. Re-rendered when the app's connection facts change."""
 
@@ -68,7 +81,7 @@ class StatusBar(Static):
     screen_title: reactive[str] = reactive("")
     ray_version: reactive[str] = reactive("")
     state: reactive[str] = reactive("connecting")
-    """connecting | connected | reconnecting | unreachable"""
+    """connecting | connected | reconnecting | unreachable | queued | ended"""
     detail: reactive[str] = reactive("")
     data_time: reactive[float | None] = reactive(None)
     stuck: reactive[str] = reactive("")
@@ -76,6 +89,9 @@ class StatusBar(Static):
     """Workers waiting in the post-mortem debugger."""
     nan: reactive[str] = reactive("")
     """A metric of the followed job that went NaN or infinite."""
+    walltime: reactive[str] = reactive("")
+    """A `slurm:` target's job: the time left before its limit."""
+    walltime_low = False
     hang: reactive[str] = reactive("")
     """A running job that made no progress for its `hang_after`."""
     """A warning while something of a job has not started for more than a minute."""
@@ -94,6 +110,7 @@ class StatusBar(Static):
         self.paused = paused_warning(state)
         self.hang = clean(hang_warning(state))
         self.nan = clean(metrics_warning(state))
+        self.walltime, self.walltime_low = slurm_segment(state)
         self.refresh()
 
     def render(self) -> Text:
@@ -109,8 +126,14 @@ class StatusBar(Static):
             text.append("◌ connecting…", style="bold yellow")
         elif self.state == "reconnecting":
             text.append("↻ reconnecting", style="bold yellow")
+        elif self.state == "queued":
+            text.append("⧗ queued in Slurm", style="bold yellow")
+        elif self.state == "ended":
+            text.append("■ Slurm job ended", style="bold red")
         else:
             text.append("✖ unreachable", style="bold red")
+        if self.walltime:
+            text.append(f" · {self.walltime}", style="bold red" if self.walltime_low else "")
         if self.hang:
             text.append(f" · {self.hang}", style="bold red")
         if self.nan:
