@@ -132,6 +132,45 @@ def test_unknown_host_refused_then_accepted_with_accept_new(
     assert again.returncode == 0, again.stderr
 
 
+def test_an_included_skypilot_style_entry_is_a_target_with_host_keys_verified(
+    tmp_path: Path, head: SshServer, ray_cluster: ClusterHandle
+) -> None:
+    """SkyPilot writes one file per cluster under ~/.sky/generated/ssh/ and `Include`s them from
+    ~/.ssh/config (dstack does the same with ~/.dstack/ssh/config), with `StrictHostKeyChecking no` and
+    `UserKnownHostsFile=/dev/null`: the alias is a TARGET as it is; the host key is still verified and
+    kept in ~/.ssh/known_hosts (never thrown away in /dev/null)."""
+    home = tmp_path / "home"
+    generated = home / ".sky" / "generated" / "ssh"
+    generated.mkdir(parents=True)
+    (generated / "my-grpo").write_text(
+        "# Added by sky (use locally)\n"
+        "Host my-grpo\n"
+        "  HostName 127.0.0.1\n"
+        f"  User {head.user}\n"
+        f"  IdentityFile {head.client_key}\n"
+        "  AddKeysToAgent yes\n"
+        "  IdentitiesOnly yes\n"
+        "  ForwardAgent yes\n"
+        "  StrictHostKeyChecking no\n"
+        "  UserKnownHostsFile=/dev/null\n"
+        "  GlobalKnownHostsFile=/dev/null\n"
+        f"  Port {head.port}\n"
+    )
+    (home / ".ssh").mkdir(mode=0o700)
+    (home / ".ssh" / "config").write_text(f"Include {generated}/*\n\nHost elsewhere\n  HostName 192.0.2.77\n")
+    env = {**os.environ, "HOME": str(home)}
+    port = str(ray_cluster.cluster.dashboard_port)
+    token = str(Path(os.environ["COCKPIT_STATE_DIR"]) / "token")
+    args = ("status", "my-grpo", "--dashboard-port", port, "--token-file", token, "--json")
+    refused = run_cockpit(*args, env=env)
+    assert refused.returncode == 1 and "is unknown" in refused.stderr
+    assert f"added to {home / '.ssh' / 'known_hosts'}" in refused.stderr  # not /dev/null
+    accepted = run_cockpit(*args, "--accept-new", env=env)
+    assert accepted.returncode == 0, accepted.stderr
+    assert head.host_public_key.split()[1] in (home / ".ssh" / "known_hosts").read_text()
+    assert node_ids(accepted.stdout) == node_ids(cockpit("status", "local", "--json").stdout)
+
+
 def _tcp_listeners_of_this_process() -> list[tuple[str, int]]:
     return listening_addresses(os.getpid())
 

@@ -119,16 +119,21 @@ def encrypted_identity(identities: Sequence[str]) -> str | None:
 
 
 def known_hosts_files(config: Any) -> list[Path]:
-    """The user's files first (new keys are recorded in the first), then the system-wide ones."""
-    user = config.get("UserKnownHostsFile") if config is not None else None
-    system = config.get("GlobalKnownHostsFile") if config is not None else None
+    """The user's files first (new keys are recorded in the first), then the system-wide ones.
+
+    `/dev/null` is no file: the entries SkyPilot and dstack generate set `UserKnownHostsFile /dev/null`
+    (with `StrictHostKeyChecking no`), which would throw every key away. The cockpit verifies host keys
+    whatever the config says, so there it keeps them in OpenSSH's default files instead.
+    """
+
+    def files_of(value: Any) -> list[Path]:
+        paths = [Path(os.path.expanduser(str(p))) for p in value or ()]
+        return [p for p in paths if str(p) != os.devnull]
+
+    user = files_of(config.get("UserKnownHostsFile") if config is not None else None)
+    system = files_of(config.get("GlobalKnownHostsFile") if config is not None else None)
     # OpenSSH's defaults are two files each; a `@revoked` line in the second ones counts as well.
     home = Path.home() / ".ssh"
-    files = (
-        [Path(os.path.expanduser(str(p))) for p in user]
-        if user
-        else [home / "known_hosts", home / "known_hosts2"]
-    )
+    files = user or [home / "known_hosts", home / "known_hosts2"]
     etc = [Path("/etc/ssh/ssh_known_hosts"), Path("/etc/ssh/ssh_known_hosts2")]
-    files += [Path(os.path.expanduser(str(p))) for p in system] if system else etc
-    return files
+    return files + (system or etc)
