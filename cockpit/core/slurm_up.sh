@@ -31,6 +31,9 @@ scontrol update JobId="$SLURM_JOB_ID" Comment="cockpit:dashboard_port=$DASHBOARD
 
 AUTH=()
 export RAY_AUTH_MODE=disabled RAY_USAGE_STATS_ENABLED=0
+# Ray stops here only once the job is over or the allocation is going away: no drain (30 s by default)
+# that would hold the nodes in COMPLETING.
+export RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=${RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S:-0}
 if [ -n "$TOKENS" ]; then
   # A fresh token for this cluster, in the user's private state directory (0600), removed at the end.
   TOKEN_FILE="$TOKENS/$SLURM_JOB_ID/token"
