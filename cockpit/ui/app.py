@@ -20,6 +20,7 @@ from textual.app import App, ScreenStackError
 from textual.binding import Binding, BindingType
 from textual.worker import Worker, WorkerState
 
+from cockpit.core.config import Config, settings
 from cockpit.core.connection import Connection, ConnectOptions
 from cockpit.core.debug_session import settle
 from cockpit.core.errors import CockpitError
@@ -35,6 +36,7 @@ from cockpit.ui.feeds.high_res import HighResFeed
 from cockpit.ui.feeds.metrics import MetricsFeed
 from cockpit.ui.feeds.paused import PausedFeed
 from cockpit.ui.feeds.stacks import StacksFeed
+from cockpit.ui.keymap import check_keys, usable_keys
 from cockpit.ui.messages import (
     ActorQueryChanged,
     HighResToggled,
@@ -111,8 +113,14 @@ class CockpitApp(App[int]):
         title_suffix: str = "",
         state: CockpitState | None = None,
         offline: bool = False,
+        config: Config | None = None,
     ) -> None:
         super().__init__()
+        config = config or settings()
+        self.config = config
+        self.user_keys = usable_keys(config)
+        """The user's key map (`keys:` in config), by binding id; `?` and the hint lines read it."""
+        self._config_problems = [*config.problems, *check_keys(config)]
         self.state = state or CockpitState(
             target=target,
             title_suffix=title_suffix,
@@ -154,8 +162,12 @@ class CockpitApp(App[int]):
 
     async def on_mount(self) -> None:
         self.title = f"ray-cockpit · {self.state.target.raw}"
+        self.theme = self.config.theme
+        self.set_keymap(self.user_keys)
         self._catch_signals()
         await self.switch_mode(FIRST)
+        for problem in self._config_problems:  # file, line and key: as text
+            self.notify(clean(problem), severity="warning", timeout=15, markup=False)
         if self._roles_problem:  # the file's path and line, and what is wrong: as text
             self.notify(clean(self._roles_problem), severity="warning", timeout=15, markup=False)
         tune_gc()
