@@ -110,7 +110,7 @@ class MetricsScreen(CockpitScreen):
         Binding("c", "compare", "Compare", id="metrics.compare", show=False),
         Binding("C", "no_compare", "No compare", id="metrics.no_compare", show=False),
         Binding("j", "next_job", "Next job", id="metrics.next_job", show=False),
-        Binding("escape", "clear_filter", "Clear filter", show=False),
+        Binding("escape", "clear_filter", "Clear filter", id="metrics.clear_filter", show=False),
     ]
     _shown: list[str] = []
 

@@ -16,14 +16,17 @@ from textual.binding import Binding
 
 from cockpit.ui.widgets.text_line import TextLine
 
+MOVES = frozenset({"escape", "up", "down", "left", "right", "pageup", "pagedown", "home", "end", "tab"})
+"""Keys every view answers the same way: never worth a hint (`?` lists them)."""
+
 
 def hinted(owners: Iterable[object]) -> list[Binding]:
-    """The bindings worth a hint: named (`id`), described, and not the ubiquitous escape."""
+    """The bindings worth a hint: named (`id`), described, and not escape nor a cursor move."""
     found: list[Binding] = []
     for owner in owners:
         for binding in getattr(owner, "BINDINGS", []):
             named = isinstance(binding, Binding) and binding.id and binding.description
-            if named and binding.key.split(",")[0] != "escape":
+            if named and binding.key.split(",")[0] not in MOVES:
                 found.append(binding)
     return found
 
@@ -35,6 +38,14 @@ def effective_key(app: Any, binding: Binding) -> Binding:
     if mapped:
         return replace(binding, key=mapped.split(",")[0], key_display=None)
     return replace(binding, key=binding.key.split(",")[0])
+
+
+def key_of(app: App[Any], owner: object, binding_id: str) -> str:
+    """How the key of OWNER's binding BINDING_ID reads on screen (for sentences such as "press n")."""
+    for binding in getattr(owner, "BINDINGS", []):
+        if isinstance(binding, Binding) and binding.id == binding_id:
+            return key_label(app, binding)
+    raise KeyError(binding_id)
 
 
 def key_label(app: App[Any], binding: Binding) -> str:
