@@ -51,7 +51,7 @@ def connect(args: argparse.Namespace) -> int:
         connect_options(args, interactive=False),
         expect_nodes=args.expect_nodes,
         expect_gpus=args.expect_gpus,
-        layout=args.layout or settings().layout,
+        layout=args.layout,
     )
     app.run()
     return app.return_code or EXIT_OK

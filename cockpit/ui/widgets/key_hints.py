@@ -16,7 +16,7 @@ from textual.binding import Binding
 
 from cockpit.ui.widgets.text_line import TextLine
 
-MOVES = frozenset({"escape", "up", "down", "left", "right", "pageup", "pagedown", "home", "end", "tab"})
+MOVES = frozenset({"escape", "up", "down", "left", "right", "pageup", "pagedown", "home", "end"})
 """Keys every view answers the same way: never worth a hint (`?` lists them)."""
 
 
