@@ -200,7 +200,9 @@ class PaneBox(Vertical, can_focus=True):
     PaneBox { width: 1fr; height: 1fr; border: round $panel-lighten-2; }
     PaneBox.-auto { height: auto; max-height: 12; }
     PaneBox:focus { border: round $accent; }
-    PaneBox > JoinPanel, PaneBox > JobsStrip { border: none; padding: 0 1; height: auto; }
+    PaneBox > JoinPanel, PaneBox > JoinPanel.ready, PaneBox > JobsStrip {
+        border: none; padding: 0 1; height: auto;
+    }
     PaneBox > DataTable { height: auto; max-height: 10; }
     PaneBox > NodeTable, PaneBox > GpuHeatmap, PaneBox > GpuList, PaneBox > LogView, PaneBox > MetricChart {
         height: 1fr;
