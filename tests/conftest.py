@@ -59,14 +59,26 @@ def demo_job(ray_cluster: ClusterHandle) -> str:
     return asyncio.run(submit())
 
 
+def _env_pointing_at(name: str, path: Path) -> Iterator[None]:
+    """NAME set to PATH (a file that does not exist) for the session, then put back."""
+    previous = os.environ.get(name)
+    os.environ[name] = str(path)
+    yield
+    if previous is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = previous
+
+
+@pytest.fixture(autouse=True, scope="session")
+def no_user_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The tests see the default configuration, whatever config.yaml the person running them keeps
+    (tests that want one write their own and point COCKPIT_CONFIG at it, or call `config.load`)."""
+    yield from _env_pointing_at("COCKPIT_CONFIG", tmp_path_factory.mktemp("no-config") / "config.yaml")
+
+
 @pytest.fixture(autouse=True, scope="session")
 def no_user_role_table(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """The tests see the built-in roles, whatever role table the person running them keeps in their
     config directory (tests that want one point COCKPIT_ROLES at their own)."""
-    previous = os.environ.get("COCKPIT_ROLES")
-    os.environ["COCKPIT_ROLES"] = str(tmp_path_factory.mktemp("no-roles") / "roles.yaml")
-    yield
-    if previous is None:
-        os.environ.pop("COCKPIT_ROLES", None)
-    else:
-        os.environ["COCKPIT_ROLES"] = previous
+    yield from _env_pointing_at("COCKPIT_ROLES", tmp_path_factory.mktemp("no-roles") / "roles.yaml")

@@ -3,12 +3,11 @@
 One module per command group holds its subparsers and their handlers (`cluster`: status, wait, local;
 `jobs`: submit, jobs, stop, logs; `actors`: actors, actors --pending; `debug`: paused workers and their
 console; `doctor`: stacks, watch; `metrics`: a job's training curves; `profiles`; `tui`: connect, demo;
-`slurm`: slurm up; `gpu`: gpu-agent); `common` holds the connect options, the prompts, `err` and the
-exit codes (0 ok, 1 failure with one line on stderr, 2 usage error, 3 timeout, 4 stuck, 5 hang).
-Start-up stays light: the modules import only argparse at the top and each handler imports what it
-needs when it runs, so
-`cockpit status --help` imports neither Textual nor Ray, and `cockpit status` neither Textual, Ray nor
-asyncssh (tests/unit/test_import_hygiene.py).
+`slurm`: slurm up; `gpu`: gpu-agent; `config`: config show, config keys); `common` holds the connect
+options, the prompts, `err` and the exit codes (0 ok, 1 failure with one line on stderr, 2 usage error,
+3 timeout, 4 stuck, 5 hang). Start-up stays light: the modules import only argparse at the top and each
+handler imports what it needs when it runs, so `cockpit status --help` imports neither Textual nor Ray,
+and `cockpit status` neither Textual, Ray nor asyncssh (tests/unit/test_import_hygiene.py).
 """
 
 from __future__ import annotations
@@ -19,10 +18,10 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from cockpit.cli import actors, cluster, debug, doctor, gpu, jobs, metrics, profiles, slurm, tui
+from cockpit.cli import actors, cluster, config, debug, doctor, gpu, jobs, metrics, profiles, slurm, tui
 from cockpit.cli.common import EXIT_BROKEN_PIPE, EXIT_FAIL, EXIT_INTERRUPTED, err, say
 
-GROUPS = (tui, cluster, jobs, actors, debug, doctor, metrics, slurm, gpu, profiles)
+GROUPS = (tui, cluster, jobs, actors, debug, doctor, metrics, slurm, gpu, profiles, config)
 """In the order `cockpit --help` lists their commands."""
 
 

@@ -46,19 +46,26 @@ def say(message: str, stream: TextIO | None = None) -> None:
         print(message, file=stream or sys.stdout, flush=True)
 
 
-def add_connect_options(parser: argparse.ArgumentParser) -> None:
-    """TARGET and the options every TARGET-taking command shares."""
+def add_connect_options(parser: argparse.ArgumentParser, target_optional: bool = False) -> None:
+    """TARGET and the options every TARGET-taking command shares. `target_optional`: TARGET may be left
+    out (the config's `target` is used)."""
     parser.add_argument(
-        "target", metavar="TARGET", help="local | http://HOST:PORT | slurm:JOBID | SSH destination"
+        "target",
+        metavar="TARGET",
+        nargs="?" if target_optional else None,
+        help="local | http://HOST:PORT | slurm:JOBID | SSH destination"
+        + (" (default: `target` in config)" if target_optional else ""),
     )
     add_connection_flags(parser)
 
 
 def add_connection_flags(parser: argparse.ArgumentParser) -> None:
     """The options of how to reach a cluster (SSH config, dashboard port, token, host keys)."""
-    parser.add_argument("--ssh-config", metavar="FILE", help="OpenSSH client config (like ssh -F)")
+    parser.add_argument("--ssh-config", metavar="FILE", help="OpenSSH client config (like ssh -F; or config)")
     parser.add_argument(
-        "--dashboard-port", type=int, default=8265, help="dashboard port on the head (default 8265)"
+        "--dashboard-port",
+        type=int,
+        help="dashboard port on the head (default 8265, or `dashboard_port` in config)",
     )
     parser.add_argument(
         "--token-file", metavar="FILE", help="Ray auth token (else RAY_AUTH_TOKEN, ~/.ray/auth_token)"
@@ -83,14 +90,16 @@ def connect_options(
 
     `timeout`: seconds for one dashboard request (default: ConnectOptions' own).
     """
+    from cockpit.core.config import settings
     from cockpit.core.connection import ConnectOptions
 
+    config = settings()
     if interactive is None:
         interactive = sys.stdin.isatty() and sys.stderr.isatty()
     options = ConnectOptions(
         token_file=args.token_file,
-        dashboard_port=args.dashboard_port,
-        ssh_config=args.ssh_config,
+        dashboard_port=args.dashboard_port or config.dashboard_port,
+        ssh_config=args.ssh_config or config.ssh_config or None,
         accept_new=args.accept_new,
         expose_port=args.expose_port,
         confirm_host_key=confirm_host_key_on_terminal if interactive else None,

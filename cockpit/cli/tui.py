@@ -9,7 +9,7 @@ import signal
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from cockpit.cli.common import EXIT_OK, add_connect_options, connect_options, err, say
+from cockpit.cli.common import EXIT_OK, EXIT_USAGE, add_connect_options, connect_options, err, say
 
 if TYPE_CHECKING:
     from cockpit.core.profiles import Profile
@@ -18,10 +18,12 @@ if TYPE_CHECKING:
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("connect", help="open the cockpit on a cluster")
-    add_connect_options(p)
+    add_connect_options(p, target_optional=True)
     p.add_argument("--expect-nodes", type=int, metavar="N", help="nodes the job needs (join progress)")
     p.add_argument("--expect-gpus", type=int, metavar="G", help="GPUs the job needs (join progress)")
-    p.add_argument("--layout", default="default", metavar="NAME", help="pane arrangement from layouts/")
+    p.add_argument(
+        "--layout", metavar="NAME", help="layout of the cockpit screen (key 0): layouts/NAME.yaml (or config)"
+    )
     p.set_defaults(handler=connect)
 
     p = sub.add_parser("demo", help="start a local 3-node cluster, run the demo job, open the cockpit")
@@ -33,9 +35,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def connect(args: argparse.Namespace) -> int:
+    from cockpit.core.config import settings
     from cockpit.core.targets import parse_target
 
-    target = parse_target(args.target)
+    raw = args.target or settings().target
+    if not raw:
+        err("connect: no TARGET given and no `target` in the config (cockpit config show)")
+        return EXIT_USAGE
+    target = parse_target(raw)
     from cockpit.ui.app import CockpitApp
 
     # The TUI asks its own questions (host key, passphrase) in dialogs, not on the terminal.

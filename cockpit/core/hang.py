@@ -67,12 +67,17 @@ class HangPolicy:
 
 def hang_policy(profile: Profile | None, override: float | None = None) -> HangPolicy:
     """The policy for a job launched from PROFILE (None: not from a profile): its `progress` regex, and
-    `override` (`--hang-after`), else its `hang_after`, else `DEFAULT_HANG_AFTER`."""
+    `override` (`--hang-after`), else its `hang_after`, else the config's `hang_after` (default
+    `DEFAULT_HANG_AFTER`)."""
     progress = re.compile(profile.progress) if profile is not None and profile.progress else None
     hang_after = override
     if hang_after is None and profile is not None:
         hang_after = profile.hang_after
-    return HangPolicy(hang_after=DEFAULT_HANG_AFTER if hang_after is None else hang_after, progress=progress)
+    if hang_after is None:
+        from cockpit.core.config import settings
+
+        hang_after = settings().hang_after  # `hang_after` in config, else DEFAULT_HANG_AFTER
+    return HangPolicy(hang_after=hang_after, progress=progress)
 
 
 @dataclass(frozen=True)

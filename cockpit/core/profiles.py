@@ -45,7 +45,8 @@ MASK = "••••••"
 
 
 def search_path(warn: Callable[[str], None] | None = None) -> list[Path]:
-    """Where profiles are found: ./profiles, the user's config dir, then the ones shipped with the cockpit.
+    """Where profiles are found: ./profiles, the user's config dir, the config's `profile_dirs`, then the
+    ones shipped with the cockpit.
 
     `./profiles` and the config dir are skipped (with one line to `warn`) when another user owns them or
     group or others may write them: they would decide what a profile name launches. The shipped ones
@@ -54,7 +55,9 @@ def search_path(warn: Callable[[str], None] | None = None) -> list[Path]:
     config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "ray-cockpit" / "profiles"
     shipped = Path(__file__).resolve().parents[2] / "profiles"
     seen: list[Path] = []
-    for path in (Path.cwd() / "profiles", config, shipped):
+    from cockpit.core.config import settings
+
+    for path in (Path.cwd() / "profiles", config, *settings().profile_dirs, shipped):
         if not path.is_dir() or path.resolve() in [p.resolve() for p in seen]:
             continue
         reason = None if path.resolve() == shipped else unsafe_reason(path)

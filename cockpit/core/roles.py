@@ -17,6 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cockpit.core.config import MAX_KEY as MAX_KEY
+from cockpit.core.config import MAX_ROLE as MAX_ROLE
+
 ROLES = (
     "hybrid",
     "rollout",
@@ -180,8 +183,6 @@ def role_of(class_name: str, name: str = "") -> str:
 
 
 ROLES_ENV = "COCKPIT_ROLES"
-MAX_ROLE = 40
-MAX_KEY = 200
 
 
 def user_roles_path() -> Path:
@@ -194,23 +195,27 @@ def user_roles_path() -> Path:
 
 
 def load_role_rules(path: Path | None = None) -> tuple[RoleRules, str | None]:
-    """The built-in rules plus the user's mappings from PATH (default `user_roles_path()`): a YAML
+    """The built-in rules plus the config's `roles:` and the user's mappings from PATH (default
+    `user_roles_path()`, they win over the config's): a YAML
     mapping of exact class name or glob to role, e.g. `MyRolloutEngine: rollout` or `"*Judge*": reward`.
 
     Never raises: no file gives the built-ins; a file that cannot be used gives the built-ins and one
     line "FILE:LINE: why" to show (a role table is a convenience, never a reason not to start).
     """
+    from cockpit.core.config import settings
     from cockpit.core.profile_file import ProfileError, read_yaml
 
+    configured = settings().roles  # `roles:` in config.yaml; the role table's own entries win over them
+    base = role_rules(configured) if configured else DEFAULT_RULES
     path = path or user_roles_path()
     if not path.exists():
-        return DEFAULT_RULES, None
+        return base, None
     try:
         node, value = read_yaml(path)
     except ProfileError as exc:
-        return DEFAULT_RULES, f"{str(exc).rstrip('.')} (role table ignored: built-in roles used)"
+        return base, f"{str(exc).rstrip('.')} (role table ignored: built-in roles used)"
     if value is None:
-        return DEFAULT_RULES, None
+        return base, None
     if not isinstance(value, Mapping):
         return _ignored(path, 1, "expected a mapping of class name or glob to role")
     lines = {
@@ -227,7 +232,7 @@ def load_role_rules(path: Path | None = None) -> tuple[RoleRules, str | None]:
             why = f"the role of {key!r} must be a word of 1 to {MAX_ROLE} characters (e.g. rollout, policy)"
             return _ignored(path, line, why)
         extra[key.strip()] = role.strip().lower()
-    return role_rules(extra), None
+    return role_rules({**configured, **extra}), None
 
 
 def _ignored(path: Path, line: int, why: str) -> tuple[RoleRules, str]:

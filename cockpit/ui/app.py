@@ -18,12 +18,15 @@ from typing import Any, ClassVar
 from textual import on
 from textual.app import App, ScreenStackError
 from textual.binding import Binding, BindingType
+from textual.css.errors import StylesheetError
+from textual.css.stylesheet import Stylesheet
 from textual.worker import Worker, WorkerState
 
+from cockpit.core.config import Config, settings
 from cockpit.core.connection import Connection, ConnectOptions
 from cockpit.core.debug_session import settle
 from cockpit.core.errors import CockpitError
-from cockpit.core.layouts import load_layout
+from cockpit.core.layouts import Layout, load_layout_or_default
 from cockpit.core.ray_api import DashboardClient
 from cockpit.core.roles import load_role_rules
 from cockpit.core.targets import Target
@@ -35,6 +38,7 @@ from cockpit.ui.feeds.high_res import HighResFeed
 from cockpit.ui.feeds.metrics import MetricsFeed
 from cockpit.ui.feeds.paused import PausedFeed
 from cockpit.ui.feeds.stacks import StacksFeed
+from cockpit.ui.keymap import check_keys, usable_keys
 from cockpit.ui.messages import (
     ActorQueryChanged,
     HighResToggled,
@@ -90,7 +94,13 @@ class CockpitApp(App[int]):
     }
     BINDINGS: ClassVar[list[BindingType]] = [
         *(
-            Binding(entry.key, f"switch_mode('{entry.mode}')", entry.label, id=f"nav.{entry.mode}")
+            Binding(
+                entry.key,
+                f"switch_mode('{entry.mode}')",
+                entry.label,
+                id=f"nav.{entry.mode}",
+                show=entry.footer,
+            )
             for entry in MAIN_SCREENS
         ),
         Binding("S", "stacks", "Stacks", id="app.stacks", show=False),
@@ -107,19 +117,31 @@ class CockpitApp(App[int]):
         *,
         expect_nodes: int | None = None,
         expect_gpus: float | None = None,
-        layout: str = "default",
+        layout: str | None = None,
         title_suffix: str = "",
         state: CockpitState | None = None,
         offline: bool = False,
+        config: Config | None = None,
     ) -> None:
         super().__init__()
+        config = config or settings()
+        self.config = config
+        layout_chosen = layout is not None or config.origins["layout"] != "default"
+        self.first_mode = "cockpit" if layout_chosen else FIRST
+        """The screen to open on: the cockpit screen when a layout was chosen."""
+        chosen, layout_problem = load_layout_or_default(layout or config.layout)
+        chosen, css_problem = self._layout_css(chosen)
+        self.user_keys = usable_keys(config)
+        """The user's key map (`keys:` in config), by binding id; `?` and the hint lines read it."""
+        self._config_problems = [*config.problems, *check_keys(config)]
+        self._config_problems += [p for p in (layout_problem, css_problem) if p]
         self.state = state or CockpitState(
             target=target,
             title_suffix=title_suffix,
             expect_nodes=expect_nodes,
             expect_gpus=expect_gpus,
-            layout=load_layout(layout),
         )
+        self.state.layout = chosen
         self.offline = offline
         # The TUI asks its own questions in dialogs; host keys through `HostKeyUnknown`.
         options = replace(
@@ -141,6 +163,23 @@ class CockpitApp(App[int]):
         """Textual's driver takes SIGTSTP and SIGCONT (Ctrl+Z) and never gives them back; see
         `_release_job_control`."""
 
+    def _layout_css(self, layout: Layout) -> tuple[Layout, str | None]:
+        """LAYOUT with its `.tcss` added to the app's styles; a `.tcss` Textual cannot read is one line
+        and the layout is used without it."""
+        if layout.css_path is None:
+            return layout, None
+        check = Stylesheet()
+        try:
+            check.add_source(layout.css, read_from=(str(layout.css_path), ""))
+            check.parse()
+        except StylesheetError as exc:
+            first = " ".join(str(exc).split())[:200]
+            return replace(
+                layout, css="", css_path=None
+            ), f"{layout.css_path}: not valid TCSS ({first}); ignored"
+        self.css_path = [*self.css_path, layout.css_path]
+        return layout, None
+
     # -- what screens may ask (CockpitHost) ----------------------------------------------------
 
     async def dashboard(self) -> DashboardClient:
@@ -154,8 +193,12 @@ class CockpitApp(App[int]):
 
     async def on_mount(self) -> None:
         self.title = f"ray-cockpit · {self.state.target.raw}"
+        self.theme = self.config.theme
+        self.set_keymap(self.user_keys)
         self._catch_signals()
-        await self.switch_mode(FIRST)
+        await self.switch_mode(self.first_mode)
+        for problem in self._config_problems:  # file, line and key: as text
+            self.notify(clean(problem), severity="warning", timeout=15, markup=False)
         if self._roles_problem:  # the file's path and line, and what is wrong: as text
             self.notify(clean(self._roles_problem), severity="warning", timeout=15, markup=False)
         tune_gc()

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from cockpit.ui.screens.actors import ActorsScreen
 from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.screens.cluster import ClusterScreen
+from cockpit.ui.screens.cockpit import CockpitLayoutScreen
 from cockpit.ui.screens.debugger import DebuggerScreen
 from cockpit.ui.screens.doctor import DoctorScreen
 from cockpit.ui.screens.gpus import GpuScreen
@@ -25,9 +26,12 @@ class MainScreen:
     mode: str
     label: str
     screen: type[CockpitScreen]
+    footer: bool = True
+    """In the footer (at 80 columns it holds the eight screens, `?` and `q`; `?` lists the rest)."""
 
 
 MAIN_SCREENS: tuple[MainScreen, ...] = (
+    MainScreen("0", "cockpit", "Cockpit", CockpitLayoutScreen, footer=False),
     MainScreen("1", "cluster", "Cluster", ClusterScreen),
     MainScreen("2", "gpus", "GPUs", GpuScreen),
     MainScreen("3", "actors", "Actors", ActorsScreen),
@@ -37,4 +41,6 @@ MAIN_SCREENS: tuple[MainScreen, ...] = (
     MainScreen("7", "metrics", "Metrics", MetricsScreen),
     MainScreen("8", "doctor", "Doctor", DoctorScreen),
 )
-FIRST = MAIN_SCREENS[0].mode
+FIRST = "cluster"
+"""The screen the app opens on, unless a layout was chosen (`--layout`, or `layout:` in config): then
+the cockpit screen."""

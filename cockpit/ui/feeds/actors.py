@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from cockpit.core.actor_table import ActorIndex
 from cockpit.core.actors import MAX_LIMIT, ActorList, ActorQuery, list_actors, parse_query
+from cockpit.core.config import settings
 from cockpit.core.errors import CockpitError
 from cockpit.core.pending import PendingReport, fetch_pending
 from cockpit.core.roles import DEFAULT_RULES, RoleRules
@@ -39,7 +40,8 @@ if TYPE_CHECKING:
     from cockpit.core.snapshots import NodeSnapshot
 
 LIST_SECONDS = 5.0
-"""The least wait between two fetches of the list while the Actors screen is shown."""
+"""The least wait between two fetches of the list while the Actors screen is shown (the default of
+`refresh.actors` in config)."""
 HEAD_SHARE = 10.0
 """The next fetch waits at least this many times as long as the last one took (a slow head is asked less)."""
 WATCH_SECONDS = 15.0
@@ -104,6 +106,7 @@ class ActorsFeed:
         self.state = state
         self.dashboard = dashboard
         self.rules = rules
+        self.list_seconds: float = settings()["refresh.actors"]
         self._timer: Timer | None = None
         self._fetched: ActorQuery | None = None
         """The server-side part of the query the shown list was fetched with."""
@@ -165,7 +168,7 @@ class ActorsFeed:
         if snapshot is None or state.connection.phase != "connected":
             # Nothing to ask yet (the first poll brings the host names), or the cluster poll is failing:
             # it owns the connection and its retries (a refused key is not retried from here).
-            self._arm(WAIT_FOR_NODES_SECONDS if snapshot is None else LIST_SECONDS)
+            self._arm(WAIT_FOR_NODES_SECONDS if snapshot is None else self.list_seconds)
             return
         started = time.monotonic()
         query = self._wanted()
@@ -185,7 +188,7 @@ class ActorsFeed:
         except CockpitError as exc:
             state.stuck.error = str(exc)
             self.app.post_message(StateChanged("actors"))
-            delay, again = LIST_SECONDS, False
+            delay, again = self.list_seconds, False
         else:
             self._fetched = query
             state.actor_table = ActorTable(
@@ -200,7 +203,7 @@ class ActorsFeed:
             if self._took_report(report):
                 topics.append("pending")
             self.app.post_message(StateChanged(*topics))
-            delay = max(LIST_SECONDS, HEAD_SHARE * took)
+            delay = max(self.list_seconds, HEAD_SHARE * took)
             again = self._wanted() != query  # the filter changed meanwhile: ask again now
         finally:
             self._asking = None

@@ -17,6 +17,7 @@ import functools
 import time
 from typing import TYPE_CHECKING
 
+from cockpit.core.config import settings
 from cockpit.core.errors import CockpitError
 from cockpit.core.hang import ProgressWatch, hang_policy
 from cockpit.core.progress import (
@@ -93,7 +94,9 @@ class HangFeed(ConnectedFeed):
 
     def start(self) -> None:
         if self._timer is None:
-            self._timer = self.app.set_interval(TICK_SECONDS, self.tick, name="hang-watch")
+            self._timer = self.app.set_interval(
+                settings()["refresh.hang_check"], self.tick, name="hang-watch"
+            )
 
     def stop(self) -> None:
         if self._timer is not None:

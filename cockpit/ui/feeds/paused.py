@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from cockpit.core.config import settings
 from cockpit.core.errors import CockpitError
 from cockpit.core.paused import group_paused
 from cockpit.ui.feeds import ConnectedFeed, start_worker
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
     from cockpit.core.connection import Connection
 
 WATCH_SECONDS = 10.0
-SHOWN_SECONDS = 5.0
 ANNOUNCE_MEMORY_SECONDS = 60.0
 LEGACY_SECONDS = 15.0
 """Legacy sessions are searched at most this often (a read of each running task's stderr file)."""
@@ -39,6 +39,8 @@ class PausedFeed(ConnectedFeed):
         self, app: App[int], state: CockpitState, connection: Callable[[], Awaitable[Connection]]
     ) -> None:
         super().__init__(app, state, connection)
+        self.watch_seconds: float = settings()["refresh.paused"]
+        """WATCH_SECONDS unless the config's `refresh.paused` says otherwise; half that while shown."""
         self._timer: Timer | None = None
         self._busy = False
         self._started = False
@@ -122,7 +124,7 @@ class PausedFeed(ConnectedFeed):
             self.app.post_message(StateChanged("paused"))
         finally:
             self._busy = False
-            self._arm(SHOWN_SECONDS if state.needs("paused") else WATCH_SECONDS)
+            self._arm(self.watch_seconds / 2 if state.needs("paused") else self.watch_seconds)
 
     def _announce(self, count: int, exception: str) -> None:
         what = f": {exception}" if exception else ""

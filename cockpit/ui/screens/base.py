@@ -29,6 +29,11 @@ class CockpitScreen(Screen[None]):
     """The state topics whose change redraws the screen."""
 
     @property
+    def needs(self) -> frozenset[Need]:
+        """What the screen shows now (a screen built from a layout: the union of its panes' needs)."""
+        return self.NEEDS
+
+    @property
     def host(self) -> CockpitHost:
         return host_of(self.app)
 
@@ -46,7 +51,7 @@ class CockpitScreen(Screen[None]):
         yield from ()
 
     def on_screen_resume(self) -> None:
-        self.post_message(ScreenShown(self.NEEDS))
+        self.post_message(ScreenShown(self.needs))
         self.sync_status_bar()
         self.refresh_view()
 

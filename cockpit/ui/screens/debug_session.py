@@ -51,8 +51,8 @@ class EvalInput(Input):
     """The expression prompt: ↑ and ↓ walk the history."""
 
     BINDINGS = [
-        Binding("up", "history(-1)", "Earlier", show=False),
-        Binding("down", "history(1)", "Later", show=False),
+        Binding("up", "history(-1)", "Earlier", id="session.earlier", show=False),
+        Binding("down", "history(1)", "Later", id="session.later", show=False),
     ]
 
     def __init__(self, **kwargs: Any) -> None:
@@ -93,7 +93,7 @@ class DebugSessionScreen(Screen[None]):
         Binding("d,escape", "detach", "Detach, stay paused", id="session.detach", show=False),
         Binding("e,colon", "prompt", "Evaluate", id="session.prompt", show=False),
         Binding("v", "vscode", "Hand to VS Code", id="session.vscode", show=False),
-        Binding("tab", "app.focus_next", "Next pane", show=False),
+        Binding("tab", "app.focus_next", "Next pane", id="session.next_pane", show=False),
     ]
 
     def __init__(self, worker: PausedWorker) -> None:

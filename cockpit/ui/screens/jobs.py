@@ -19,7 +19,7 @@ from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.screens.confirm import ConfirmScreen
 from cockpit.ui.screens.launcher import LaunchScreen
 from cockpit.ui.widgets.jobs_strip import STATUS_STYLE
-from cockpit.ui.widgets.key_hints import KeyHints
+from cockpit.ui.widgets.key_hints import KeyHints, key_of
 from cockpit.ui.widgets.safe_text import clean, plain
 
 COLUMNS = (
@@ -114,7 +114,11 @@ class JobsScreen(CockpitScreen):
                     for key, _label in COLUMNS:
                         table.update_cell(job.key, key, cells[key])
         hint.show(
-            Text.assemble("no jobs yet: press ", ("n", "bold"), " to launch one from a profile")
+            Text.assemble(
+                "no jobs yet: press ",
+                (key_of(self.app, self, "jobs.new"), "bold"),
+                " to launch one from a profile",
+            )
             if not keys
             else hint.keys_text()
         )

@@ -24,7 +24,7 @@ from cockpit.core.log_sources import LocalFileTail, LogSource, LogTail
 from cockpit.core.snapshots import ActorRow, JobRow, LogIndex, NodeSnapshot
 from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.screens.picker import PickScreen
-from cockpit.ui.widgets.key_hints import KeyHints
+from cockpit.ui.widgets.key_hints import KeyHints, key_of
 from cockpit.ui.widgets.log_view import LogView
 from cockpit.ui.widgets.safe_text import clean, plain
 
@@ -306,7 +306,7 @@ class LogsScreen(CockpitScreen):
                 f" at line {message.line.number + 1}: ",
                 plain(message.line.plain[:100]),
                 " · press ",
-                ("e", "bold"),
+                (key_of(self.app, LogView, "logs.next_error"), "bold"),
                 " to jump to it",
             )
         )

@@ -24,6 +24,7 @@ from cockpit.core.metric_series import SeriesStore, Summary, format_value
 from cockpit.core.snapshots import JobRow
 from cockpit.core.units import duration
 from cockpit.ui.screens.base import CockpitScreen
+from cockpit.ui.state import MetricsView
 from cockpit.ui.widgets.gpu_cells import sparkline
 from cockpit.ui.widgets.key_hints import KeyHints
 from cockpit.ui.widgets.metric_chart import Line, MetricChart
@@ -51,6 +52,25 @@ SPARK_POINTS = 16
 def default_keys(keys: list[str]) -> list[str]:
     chosen = [k for k in DEFAULT_KEYS if k in keys][:MAX_DEFAULT]
     return chosen or keys[:1]
+
+
+def draw_chart(chart: MetricChart, view: MetricsView) -> None:
+    """The chosen keys of VIEW (the defaults when none was chosen) on CHART, the compared job's dotted."""
+    store = view.store
+    if not view.keys and store is not None and store.keys():
+        view.keys = default_keys(store.keys())
+    panes: list[list[Line]] = []
+    for colour, key in enumerate(view.keys):
+        lines = []
+        series = store.get(key) if store is not None else None
+        if series is not None:
+            lines.append(Line(key, series.points(), colour))
+        other = view.compare_store.get(key) if view.compare_store is not None else None
+        if other is not None and view.compare is not None:
+            lines.append(Line(f"{key} ({view.compare.key[-8:]})", other.points(), colour, overlay=True))
+        panes.append(lines)
+    title = clean(view.job.key) if view.job is not None else ""
+    chart.show(panes, view.smoothing, title)
 
 
 def spark(store: SeriesStore, key: str) -> str:
@@ -110,7 +130,7 @@ class MetricsScreen(CockpitScreen):
         Binding("c", "compare", "Compare", id="metrics.compare", show=False),
         Binding("C", "no_compare", "No compare", id="metrics.no_compare", show=False),
         Binding("j", "next_job", "Next job", id="metrics.next_job", show=False),
-        Binding("escape", "clear_filter", "Clear filter", show=False),
+        Binding("escape", "clear_filter", "Clear filter", id="metrics.clear_filter", show=False),
     ]
     _shown: list[str] = []
 
@@ -195,20 +215,7 @@ class MetricsScreen(CockpitScreen):
         self._draw_chart()
 
     def _draw_chart(self) -> None:
-        view = self.state.metrics
-        store = view.store
-        panes: list[list[Line]] = []
-        for colour, key in enumerate(view.keys):
-            lines = []
-            series = store.get(key) if store is not None else None
-            if series is not None:
-                lines.append(Line(key, series.points(), colour))
-            other = view.compare_store.get(key) if view.compare_store is not None else None
-            if other is not None and view.compare is not None:
-                lines.append(Line(f"{key} ({view.compare.key[-8:]})", other.points(), colour, overlay=True))
-            panes.append(lines)
-        title = clean(view.job.key) if view.job is not None else ""
-        self.query_one("#metric-chart", MetricChart).show(panes, view.smoothing, title)
+        draw_chart(self.query_one("#metric-chart", MetricChart), self.state.metrics)
 
     # -- actions -------------------------------------------------------------------------------
 

@@ -132,12 +132,12 @@ class ActorTableView(LineView, can_focus=True):
     ActorTableView > .actor-table--muted { color: $text-muted; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up", "move(-1)", "Up", show=False),
-        Binding("down", "move(1)", "Down", show=False),
-        Binding("pageup", "page(-1)", "Page up", show=False),
-        Binding("pagedown", "page(1)", "Page down", show=False),
-        Binding("home", "jump(0)", "First actor", show=False),
-        Binding("end", "jump(-1)", "Last actor", show=False),
+        Binding("up", "move(-1)", "Up", id="actor_table.up", show=False),
+        Binding("down", "move(1)", "Down", id="actor_table.down", show=False),
+        Binding("pageup", "page(-1)", "Page up", id="actor_table.page_up", show=False),
+        Binding("pagedown", "page(1)", "Page down", id="actor_table.page_down", show=False),
+        Binding("home", "jump(0)", "First actor", id="actor_table.first", show=False),
+        Binding("end", "jump(-1)", "Last actor", id="actor_table.last", show=False),
         Binding("enter", "choose", "Details", id="actors.details", show=False),
     ]
 

@@ -91,14 +91,14 @@ class GpuHeatmap(ScrollView, can_focus=True):
     GpuHeatmap > .gpu-heatmap--label { color: $text-muted; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("left", "move(0, -1)", "Previous GPU", show=False),
-        Binding("right", "move(0, 1)", "Next GPU", show=False),
-        Binding("up", "move(-1, 0)", "Node row up", show=False),
-        Binding("down", "move(1, 0)", "Node row down", show=False),
-        Binding("pageup", "move(-20, 0)", "Page up", show=False),
-        Binding("pagedown", "move(20, 0)", "Page down", show=False),
-        Binding("home", "jump(0)", "First GPU", show=False),
-        Binding("end", "jump(-1)", "Last GPU", show=False),
+        Binding("left", "move(0, -1)", "Previous GPU", id="heatmap.left", show=False),
+        Binding("right", "move(0, 1)", "Next GPU", id="heatmap.right", show=False),
+        Binding("up", "move(-1, 0)", "Node row up", id="heatmap.up", show=False),
+        Binding("down", "move(1, 0)", "Node row down", id="heatmap.down", show=False),
+        Binding("pageup", "move(-20, 0)", "Page up", id="heatmap.page_up", show=False),
+        Binding("pagedown", "move(20, 0)", "Page down", id="heatmap.page_down", show=False),
+        Binding("home", "jump(0)", "First GPU", id="heatmap.first", show=False),
+        Binding("end", "jump(-1)", "Last GPU", id="heatmap.last", show=False),
         Binding("enter", "choose", "Open node", id="gpus.open_node", show=False),
     ]
 

@@ -1,7 +1,7 @@
 """Provides the hint line under a screen: its keys, read from the `BINDINGS` of the screen and its panes.
 
 Keys are spelled once, where the binding is declared; the hint line and `?` help both read them, so a
-key changed (or, later, remapped by the user) is shown right everywhere.
+key changed (or remapped by the user: `keys:` in the config) is shown right everywhere.
 """
 
 from __future__ import annotations
@@ -16,21 +16,42 @@ from textual.binding import Binding
 
 from cockpit.ui.widgets.text_line import TextLine
 
+MOVES = frozenset({"escape", "up", "down", "left", "right", "pageup", "pagedown", "home", "end"})
+"""Keys every view answers the same way: never worth a hint (`?` lists them)."""
+
 
 def hinted(owners: Iterable[object]) -> list[Binding]:
-    """The bindings worth a hint: named (`id`), described, and not the ubiquitous escape."""
+    """The bindings worth a hint: named (`id`), described, and not escape nor a cursor move."""
     found: list[Binding] = []
     for owner in owners:
         for binding in getattr(owner, "BINDINGS", []):
             named = isinstance(binding, Binding) and binding.id and binding.description
-            if named and binding.key.split(",")[0] != "escape":
+            if named and binding.key.split(",")[0] not in MOVES:
                 found.append(binding)
     return found
 
 
+def effective_key(app: Any, binding: Binding) -> Binding:
+    """BINDING with the key the user mapped its id to (`keys:` in config; its own when none), first key
+    only."""
+    mapped = getattr(app, "user_keys", {}).get(binding.id) if binding.id else None
+    if mapped:
+        return replace(binding, key=mapped.split(",")[0], key_display=None)
+    return replace(binding, key=binding.key.split(",")[0])
+
+
+def key_of(app: App[Any], owner: object, binding_id: str) -> str:
+    """How the key of OWNER's binding BINDING_ID reads on screen (for sentences such as "press n")."""
+    for binding in getattr(owner, "BINDINGS", []):
+        if isinstance(binding, Binding) and binding.id == binding_id:
+            return key_label(app, binding)
+    raise KeyError(binding_id)
+
+
 def key_label(app: App[Any], binding: Binding) -> str:
-    """How the key reads on screen: its first key only (`N,shift+n` reads `N`), as Textual shows keys."""
-    return app.get_key_display(replace(binding, key=binding.key.split(",")[0]))
+    """How the key reads on screen: the key in effect (the user's key map first), its first key only
+    (`N,shift+n` reads `N`), as Textual shows keys."""
+    return app.get_key_display(effective_key(app, binding))
 
 
 class KeyHints(TextLine):

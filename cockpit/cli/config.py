@@ -1,0 +1,58 @@
+"""Provides `cockpit config show` (the effective configuration, and where each value came from) and
+`cockpit config keys` (every binding id, its default key and the key in effect)."""
+
+from __future__ import annotations
+
+import argparse
+
+from cockpit.cli.common import EXIT_OK, err, say
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("config", help="the configuration file: show | keys")
+    what = p.add_subparsers(dest="config_command", metavar="show|keys", required=True)
+    show = what.add_parser("show", help="the effective configuration and where each value came from")
+    show.set_defaults(handler=show_config)
+    keys = what.add_parser(
+        "keys", help="every key binding: its id (for `keys:` in config), default, effective"
+    )
+    keys.set_defaults(handler=show_keys)
+
+
+def show_config(args: argparse.Namespace) -> int:
+    from cockpit.core.config import FIELDS, load, show
+
+    config = load()
+    for problem in config.problems:
+        err(problem)
+    state = "found" if config.path.exists() else "not found: every value below is its default or from env"
+    say(f"# {config.path} ({state})")
+    say(
+        "# each line: the effective value, then where it came from (default, FILE:LINE, env) and what it does"
+    )
+    group = ""
+    for spec in FIELDS:
+        top, _, sub = spec.name.rpartition(".")
+        if top and top != group:
+            say(f"{top}:")
+        group = top
+        name = f"  {sub}" if top else spec.name
+        env = f" (env {spec.env})" if spec.env else ""
+        say(f"{name + ': ' + show(config[spec.name]):<34} # {config.origins[spec.name]} · {spec.doc}{env}")
+    return EXIT_OK
+
+
+def show_keys(args: argparse.Namespace) -> int:
+    import cockpit.ui.app  # noqa: F401  # every screen, pane and dialog, with their bindings
+    from cockpit.core.config import load
+    from cockpit.ui.keymap import all_bindings, check_keys
+
+    config = load()
+    for problem in (*config.problems, *check_keys(config)):
+        err(problem)
+    keys = config.keys
+    say(f"{'id':<24} {'key':<14} {'default':<14} what")
+    for binding_id, binding in sorted(all_bindings().items()):
+        key = keys.get(binding_id, binding.key)
+        say(f"{binding_id:<24} {key:<14} {binding.key:<14} {binding.tooltip or binding.description}")
+    return EXIT_OK

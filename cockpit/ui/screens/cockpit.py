@@ -1,0 +1,334 @@
+"""Provides the cockpit screen (key 0): several screens' panes at once, arranged by the layout.
+
+Each pane is the widget of its own screen (join progress, node table, GPU heatmap or list, jobs strip,
+log view, paused-worker table, metric chart) drawn from the same state; `tab` moves between panes and
+Enter opens the pane's own screen. The screen needs what its panes need (the union), so the feeds fetch
+for every pane shown. The driver-log pane follows the newest running job's driver log with one stream,
+open only while the screen is shown.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widget import Widget
+from textual.widgets import DataTable
+from textual.worker import Worker
+
+from cockpit.core.errors import CockpitError
+from cockpit.core.log_sources import LogSource, LogTail
+from cockpit.core.snapshots import JobRow
+from cockpit.ui.screens.base import CockpitScreen
+from cockpit.ui.screens.debugger import COLUMNS as PAUSED_COLUMNS
+from cockpit.ui.screens.debugger import worker_cells
+from cockpit.ui.screens.metrics import draw_chart
+from cockpit.ui.state import CockpitState, Need, Topic
+from cockpit.ui.widgets.gpu_heatmap import GpuHeatmap
+from cockpit.ui.widgets.gpu_list import GpuList
+from cockpit.ui.widgets.jobs_strip import JobsStrip
+from cockpit.ui.widgets.join_progress import JoinPanel
+from cockpit.ui.widgets.key_hints import KeyHints
+from cockpit.ui.widgets.log_view import LogView
+from cockpit.ui.widgets.metric_chart import MetricChart
+from cockpit.ui.widgets.node_table import NodeTable
+from cockpit.ui.widgets.safe_text import clean
+
+LOG_LINES = 200
+"""Lines of the driver log read back when the pane starts following a job."""
+
+
+@dataclass(frozen=True)
+class PaneKind:
+    title: str
+    mode: str
+    """The screen Enter opens."""
+    needs: frozenset[Need]
+    topics: frozenset[Topic]
+    make: Callable[[CockpitState], Widget]
+    show: Callable[[Any, CockpitState], None]
+    auto: bool = False
+    """As tall as its content (a row of such panes is too), instead of sharing the height."""
+
+
+def newest_running(state: CockpitState) -> JobRow | None:
+    """The job the driver-log pane follows: the newest running one with a driver, else the newest with one."""
+    snapshot = state.snapshot
+    if snapshot is None:
+        return None
+    with_driver = [j for j in snapshot.jobs if j.driver_node_id]
+    running = [j for j in with_driver if not j.terminal]
+    candidates = sorted(running or with_driver, key=lambda j: j.start_time or 0.0, reverse=True)
+    return candidates[0] if candidates else None
+
+
+def _show_join(panel: JoinPanel, state: CockpitState) -> None:
+    progress = state.join_progress()
+    if progress is not None:
+        panel.show(progress)
+
+
+def _show_nodes(table: NodeTable, state: CockpitState) -> None:
+    table.set_class(state.connection.stale, "stale")
+    if state.snapshot is not None:
+        table.show(state.snapshot.nodes)
+
+
+def _show_heatmap(heatmap: GpuHeatmap, state: CockpitState) -> None:
+    if state.gpu_fleet is not None:
+        heatmap.show(state.gpu_fleet)
+
+
+def _show_gpu_list(gpus: GpuList, state: CockpitState) -> None:
+    if state.gpu_fleet is not None:
+        gpus.show(state.gpu_fleet, history=state.gpu_board.history)
+
+
+def _show_jobs(strip: JobsStrip, state: CockpitState) -> None:
+    if state.snapshot is not None:
+        strip.show(state.snapshot.jobs)
+
+
+def _show_paused(table: DataTable[Text], state: CockpitState) -> None:
+    if not table.columns:
+        for key, label in PAUSED_COLUMNS:
+            table.add_column(label, key=key)
+    now = time.time()
+    box = table.parent
+    if isinstance(box, Widget):
+        total = sum(len(g.members) for g in state.paused.groups)
+        box.border_subtitle = f"{total} paused" if total else "none paused"
+    with table.app.batch_update():
+        table.clear()
+        for group in state.paused.groups:
+            for index, worker in enumerate(group.members):
+                cells = worker_cells(group, index, worker, now, max(24, table.size.width - 75))
+                table.add_row(*(cells[key] for key, _ in PAUSED_COLUMNS), key=worker.key)
+
+
+def _show_metrics(chart: MetricChart, state: CockpitState) -> None:
+    draw_chart(chart, state.metrics)
+
+
+def _paused_table(_state: CockpitState) -> DataTable[Text]:
+    return DataTable(cursor_type="row", zebra_stripes=True)
+
+
+PANES: dict[str, PaneKind] = {
+    "join": PaneKind(
+        "Join progress",
+        "cluster",
+        frozenset({"nodes"}),
+        frozenset({"snapshot"}),
+        lambda s: JoinPanel(s.expect_nodes, s.expect_gpus),
+        _show_join,
+        auto=True,
+    ),
+    "nodes": PaneKind(
+        "Nodes",
+        "cluster",
+        frozenset({"nodes"}),
+        frozenset({"snapshot", "connection"}),
+        lambda s: NodeTable(),
+        _show_nodes,
+    ),
+    "gpu_heatmap": PaneKind(
+        "GPUs",
+        "gpus",
+        frozenset({"nodes", "gpus"}),
+        frozenset({"gpus"}),
+        lambda s: GpuHeatmap(),
+        _show_heatmap,
+    ),
+    "gpu_list": PaneKind(
+        "GPUs",
+        "gpus",
+        frozenset({"nodes", "gpus", "actors"}),
+        frozenset({"gpus"}),
+        lambda s: GpuList(),
+        _show_gpu_list,
+    ),
+    "jobs": PaneKind(
+        "Jobs",
+        "jobs",
+        frozenset({"nodes", "jobs"}),
+        frozenset({"snapshot"}),
+        lambda s: JobsStrip(),
+        _show_jobs,
+        auto=True,
+    ),
+    "driver_log": PaneKind(
+        "Driver log",
+        "logs",
+        frozenset({"nodes", "jobs"}),
+        frozenset(),
+        lambda s: LogView(max_lines=20_000),
+        lambda view, state: None,  # fed by the screen's stream
+    ),
+    "paused": PaneKind(
+        "Paused workers",
+        "debugger",
+        frozenset({"nodes", "paused"}),
+        frozenset({"paused"}),
+        _paused_table,
+        _show_paused,
+        auto=True,
+    ),
+    "metrics": PaneKind(
+        "Training curves",
+        "metrics",
+        frozenset({"nodes", "jobs"}),
+        frozenset({"metrics"}),
+        lambda s: MetricChart(),
+        _show_metrics,
+    ),
+}
+
+
+class PaneBox(Vertical, can_focus=True):
+    """One pane: its title on the border, the widget of its own screen inside; Enter opens that screen."""
+
+    BINDINGS = [Binding("enter", "open", "Open its screen", id="cockpit.open", show=False)]
+    DEFAULT_CSS = """
+    PaneBox { width: 1fr; height: 1fr; border: round $panel-lighten-2; }
+    PaneBox.-auto { height: auto; max-height: 12; }
+    PaneBox:focus { border: round $accent; }
+    PaneBox > JoinPanel, PaneBox > JoinPanel.ready, PaneBox > JobsStrip {
+        border: none; padding: 0 1; height: auto;
+    }
+    PaneBox > DataTable { height: auto; max-height: 10; }
+    PaneBox > NodeTable, PaneBox > GpuHeatmap, PaneBox > GpuList, PaneBox > LogView, PaneBox > MetricChart {
+        height: 1fr;
+    }
+    """
+
+    def __init__(self, name: str, kind: PaneKind, widget: Widget) -> None:
+        super().__init__(id=f"pane-{name}", classes="-auto" if kind.auto else "")
+        self.pane = name
+        self.kind = kind
+        self.widget = widget
+        self.border_title = kind.title
+        widget.can_focus = False  # the pane takes the focus: tab moves pane to pane
+
+    def compose(self) -> ComposeResult:
+        yield self.widget
+
+    async def action_open(self) -> None:
+        await self.app.switch_mode(self.kind.mode)
+
+
+class CockpitLayoutScreen(CockpitScreen):
+    TITLE = "0 Cockpit"
+    BINDINGS = [
+        Binding("tab", "app.focus_next", "Next pane", id="cockpit.next_pane", show=False),
+        Binding("shift+tab", "app.focus_previous", "Previous pane", id="cockpit.previous_pane", show=False),
+    ]
+    DEFAULT_CSS = """
+    CockpitLayoutScreen .cockpit-row { height: 1fr; }
+    CockpitLayoutScreen .cockpit-row.-auto { height: auto; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.job: JobRow | None = None
+        """The job whose driver log the driver-log pane follows."""
+        self.stream: Worker[None] | None = None
+        self.tail: LogTail | None = None
+        """Its tail: shown again, the screen goes on where it stopped (no line lost or repeated)."""
+
+    @property
+    def boxes(self) -> list[PaneBox]:
+        return list(self.query(PaneBox))
+
+    @property
+    def needs(self) -> frozenset[Need]:
+        needs: set[Need] = {"nodes"}
+        for pane in self.state.layout.panes:
+            needs |= PANES[pane].needs
+        return frozenset(needs)
+
+    def compose_body(self) -> ComposeResult:
+        state = self.state
+        for number, row in enumerate(state.layout.cockpit, 1):
+            auto = all(PANES[p].auto for p in row)
+            with Horizontal(id=f"row-{number}", classes="cockpit-row -auto" if auto else "cockpit-row"):
+                for name in row:
+                    kind = PANES[name]
+                    yield PaneBox(name, kind, kind.make(state))
+        yield KeyHints(self, PaneBox, id="cockpit-hint")
+
+    def on_mount(self) -> None:
+        boxes = self.boxes
+        if boxes:
+            boxes[0].focus()
+
+    def state_changed(self, topics: frozenset[Topic]) -> None:
+        super().state_changed(topics)
+        for box in self.boxes:
+            if topics & box.kind.topics:
+                box.kind.show(box.widget, self.state)
+        if "snapshot" in topics:
+            self._follow_newest()
+
+    def refresh_view(self) -> None:
+        for box in self.boxes:
+            box.kind.show(box.widget, self.state)
+        self._follow_newest()
+
+    # -- the driver-log pane's stream --------------------------------------------------------------
+
+    def on_screen_suspend(self) -> None:
+        self._stop()
+
+    def _stop(self) -> None:
+        if self.stream is not None:
+            self.stream.cancel()
+            self.stream = None
+
+    def _follow_newest(self) -> None:
+        boxes = [box for box in self.boxes if box.pane == "driver_log"]
+        if not boxes:
+            return
+        box = boxes[0]
+        job = newest_running(self.state)
+        if job is None:
+            box.border_subtitle = "no job with a driver log yet"
+            return
+        box.border_subtitle = clean(f"{job.key} · {job.status.lower()}")
+        changed = self.job is None or job.key != self.job.key
+        if changed:
+            self._stop()
+            view = box.widget
+            if isinstance(view, LogView):
+                view.clear()
+            self.job = job
+            self.tail = None
+        running = self.stream is not None and not self.stream.is_finished
+        if self.is_current and not running and not getattr(self.app, "offline", False):
+            self.stream = self.run_worker(
+                functools.partial(self._stream, job, box.widget),
+                group="cockpit-driver-log",
+                exit_on_error=False,
+                description=f"Following the driver log of {job.key}",
+            )
+
+    async def _stream(self, job: JobRow, view: Widget) -> None:
+        assert isinstance(view, LogView)
+        source = LogSource.driver(job)
+        try:
+            client = await self.host.dashboard()
+            if self.tail is None:
+                self.tail = LogTail(client, source, lines=LOG_LINES)
+            tail = self.tail
+            tail.client = client  # a reconnect may have opened a new connection
+            async for chunk in tail.chunks():
+                view.append(source.label, chunk)
+        except CockpitError as exc:
+            view.append(source.label, f"cockpit: {clean(str(exc))}\n")
