@@ -1,4 +1,5 @@
-"""Provides the session fixtures: one real local Ray cluster (3 nodes x 2 logical GPUs) and a demo job."""
+"""Provides the session fixtures: one real local Ray cluster (3 nodes x 2 logical GPUs), a demo job and a
+real one-node Slurm."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from cockpit.core import profiles
 from tests.harness.cluster import ClusterHandle, running_cluster
+from tests.harness.slurm import SlurmCluster, missing_slurm_binaries, start_slurm
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "ray-2.60-samples"
 """Dashboard responses captured from Ray 2.60 (../shared beside the checkout)."""
@@ -75,6 +77,26 @@ def no_user_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """The tests see the default configuration, whatever config.yaml the person running them keeps
     (tests that want one write their own and point COCKPIT_CONFIG at it, or call `config.load`)."""
     yield from _env_pointing_at("COCKPIT_CONFIG", tmp_path_factory.mktemp("no-config") / "config.yaml")
+
+
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    """A real one-node Slurm (munged, slurmctld, slurmd; 16 CPUs, 4 logical GPUs) for the whole session.
+
+    Its client commands need `SlurmCluster.env` (SLURM_CONF). It is stopped at the end of the session,
+    its jobs cancelled and their leftover processes killed.
+    """
+    if os.geteuid() != 0:
+        pytest.skip("the Slurm harness runs slurmctld and slurmd as root (SlurmUser=root); not root")
+    missing = missing_slurm_binaries()
+    if missing:
+        pytest.fail(
+            f"Slurm is not installed ({', '.join(missing)} not found); scripts/test installs slurmctld, "
+            "slurmd, slurm-client and munge",
+            pytrace=False,
+        )
+    with start_slurm(tmp_path_factory.mktemp("slurm")) as cluster:
+        yield cluster
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -37,6 +37,8 @@ __all__ = [
     "find_free_port",
     "generate_key",
     "listening_addresses",
+    "log_tail",
+    "process_table",
     "start_sshd",
 ]
 
@@ -151,7 +153,7 @@ def _account_locked(user: str) -> bool:
     return False
 
 
-def _process_table() -> dict[int, tuple[int, str]]:
+def process_table() -> dict[int, tuple[int, str]]:
     """Return ``{pid: (ppid, state)}`` for every process, read from /proc/*/stat."""
     table: dict[int, tuple[int, str]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -168,7 +170,7 @@ def _process_table() -> dict[int, tuple[int, str]]:
 def _descendants(pid: int) -> list[int]:
     """Return the pids of the live (not zombie) processes below ``pid``, breadth first."""
     children: dict[int, list[int]] = {}
-    for child, (parent, state) in _process_table().items():
+    for child, (parent, state) in process_table().items():
         if state not in ("Z", "X"):
             children.setdefault(parent, []).append(child)
     found: list[int] = []
@@ -234,7 +236,8 @@ def _kill_all(pids: list[int]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def _log_tail(log_file: Path, lines: int = 30) -> str:
+def log_tail(log_file: Path, lines: int = 30) -> str:
+    """Return the last ``lines`` lines of a daemon's log, or ``(no log)``."""
     try:
         return "\n".join(log_file.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
@@ -432,7 +435,7 @@ def _launch(sshd: str, config_file: Path, log_file: Path, port: int) -> subproce
         if process.poll() is not None:
             raise RuntimeError(
                 f"sshd exited with code {process.returncode} during start-up on {HOST}:{port}; "
-                f"log {log_file}:\n{_log_tail(log_file)}"
+                f"log {log_file}:\n{log_tail(log_file)}"
             )
         if (HOST, port) in listening_addresses(process.pid) and _greets(port):
             _wait_for_no_connections(process.pid, deadline)
@@ -442,7 +445,7 @@ def _launch(sshd: str, config_file: Path, log_file: Path, port: int) -> subproce
     process.wait()
     raise RuntimeError(
         f"sshd did not greet with SSH-2.0 on {HOST}:{port} within {STARTUP_TIMEOUT_S:.0f} s; "
-        f"log {log_file}:\n{_log_tail(log_file)}"
+        f"log {log_file}:\n{log_tail(log_file)}"
     )
 
 
