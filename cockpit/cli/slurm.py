@@ -39,6 +39,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--time", metavar="T", help="time limit, as sbatch takes it (e.g. 4:00:00)")
     p.add_argument("--job-name", metavar="NAME", help="Slurm job name (default cockpit-PROFILE)")
     p.add_argument("--dry-run", action="store_true", help="print the sbatch script; submit nothing")
+    p.add_argument("--hold", action="store_true", help="submit it held (it starts after `scontrol release`)")
     p.add_argument("--connect", action="store_true", help="open the cockpit on the new job at once")
     p.add_argument("--force", action="store_true", help="submit even when a pre-flight check fails")
     add_connection_flags(p)  # for --connect (its TARGET is the new job)
@@ -84,9 +85,11 @@ def up(args: argparse.Namespace) -> int:
         return EXIT_FAIL
     tokens = slurm_script.prepare_tokens_dir() if token_auth else None
     script = slurm_script.render(request, tokens=tokens)
-    job_id = asyncio.run(slurm_script.sbatch(script))
+    job_id = asyncio.run(slurm_script.sbatch(script, *(["--hold"] if args.hold else [])))
     name = request.job_name or f"cockpit-{profile.name}"
     say(f"submitted Slurm job {job_id} ({name}): {nodes} node(s) x {gpus} GPU(s), then {profile.name}")
+    if args.hold:
+        say(f"  held: it starts after `scontrol release {job_id}`")
     say(f"  follow it:  cockpit connect slurm:{job_id}")
     say(f"  its output: {Path.cwd() / f'slurm-{job_id}.out'} and {Path.cwd() / f'{job_id}-logs'}/")
     if not args.connect:

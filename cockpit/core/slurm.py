@@ -349,13 +349,14 @@ async def find_job_id(spec: str) -> str:
     """
     if is_job_id(spec):
         return spec
-    out = await run("squeue", "--me", "-h", "-t", "all", "-n", spec, "-o", "%i|%V")
-    rows = [line.split("|", 1) for line in out.splitlines() if "|" in line]
-    if not rows:
+    out = await run("squeue", "--me", "-h", "-t", "all", "-n", spec, "-o", "%i")
+    ids = [line.strip() for line in out.splitlines() if is_job_id(line.strip())]
+    if not ids:
         raise SlurmError(
             f"no Slurm job of yours is named {spec!r} (`squeue --me` lists your jobs).", permanent=True
         )
-    return max(rows, key=lambda row: row[1])[0]
+    # The newest: the highest id (submit times have one-second resolution).
+    return max(ids, key=lambda i: [int(n) for n in re.split(r"[_+]", i)])
 
 
 async def lookup(spec: str) -> SlurmJob:

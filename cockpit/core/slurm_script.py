@@ -84,15 +84,15 @@ def prepare_tokens_dir() -> Path:
     return private_dir(tokens_dir())
 
 
-async def sbatch(script: str) -> str:
-    """Submit SCRIPT (on sbatch's stdin: no file of it is left here); its job id.
+async def sbatch(script: str, *options: str) -> str:
+    """Submit SCRIPT (on sbatch's stdin: no file of it is left here) with sbatch OPTIONS; its job id.
 
     Raises:
         SlurmError: sbatch is missing or refused the job (its reason).
     """
     from cockpit.core.slurm import run
 
-    out = await run("sbatch", "--parsable", stdin=script.encode())
+    out = await run("sbatch", "--parsable", *options, stdin=script.encode())
     return out.strip().split(";", 1)[0]
 
 

@@ -53,6 +53,34 @@ def test_a_pending_job_with_spaces_in_its_name_and_comment() -> None:
     assert job.seconds_left(0) is None
 
 
+CAPTURED = Path(__file__).parents[1] / "fixtures" / "slurm"
+
+
+@pytest.mark.parametrize(
+    ("name", "state", "ended", "waiting"),
+    [
+        ("job_pending_held", "PENDING", False, True),
+        ("job_pending_priority", "PENDING", False, True),
+        ("job_pending_resources", "PENDING", False, True),
+        ("job_running", "RUNNING", False, False),
+        ("job_running_detail", "RUNNING", False, False),
+        ("job_completed", "COMPLETED", True, False),
+        ("job_failed", "FAILED", True, False),
+        ("job_cancelled", "CANCELLED", True, False),
+        ("job_cancelled_pending", "CANCELLED", True, False),
+        ("job_timeout", "TIMEOUT", True, False),
+    ],
+)
+def test_every_captured_state_reads_right(name: str, state: str, ended: bool, waiting: bool) -> None:
+    text = (CAPTURED / f"{name}.txt").read_text()
+    job = slurm.parse_job(next(ln for ln in text.splitlines() if ln.startswith("JobId=")))
+    assert (job.state, job.ended, job.waiting) == (state, ended, waiting)
+    assert job.describe().startswith(f"slurm job {job.job_id} ")
+    if job.running:
+        assert job.node_list and job.end_time and job.time_limit == 600 and job.gpus == 2
+        assert job.seconds_left(job.end_time - 60) == 60
+
+
 def test_walltime_left_counts_down_to_the_end_time() -> None:
     job = slurm.SlurmJob(job_id="9", state="RUNNING", time_limit=3600, start_time=1000.0, end_time=4600.0)
     assert job.seconds_left(1000.0) == 3600 and job.seconds_left(4000.0) == 600

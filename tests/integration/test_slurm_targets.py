@@ -1,0 +1,250 @@
+"""`slurm:` TARGETs and `cockpit slurm up` against a real one-node Slurm (the `slurm` fixture) whose
+node is this machine, its "head" reached over a real sshd on 127.0.0.1 through an SSH config entry
+named like the Slurm node (what a login node's `Host gpu*` entry does)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.harness.slurm import SlurmCluster
+from tests.harness.sshd import SshServer, start_sshd
+from tests.harness.terminal import Terminal
+
+pytestmark = [pytest.mark.slurm, pytest.mark.ssh]
+
+DEMO = ("demo", "steps=400", "step_seconds=0.5")
+"""The demo profile, long enough to still run while a test looks at it (cancelled at the end)."""
+
+
+@pytest.fixture(scope="module")
+def node_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
+    server = start_sshd(tmp_path_factory.mktemp("slurm-node-sshd"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def env(
+    slurm: SlurmCluster, node_sshd: SshServer, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, str]:
+    """The environment of a user on the login node: Slurm's config, and an SSH config that reaches the
+    allocation's node by its Slurm name."""
+    config = tmp_path_factory.mktemp("slurm-ssh") / "config"
+    config.write_text(node_sshd.ssh_config_entry(slurm.node))
+    state = tmp_path_factory.mktemp("slurm-state")  # where the jobs' tokens go (shared home, for real)
+    state.chmod(0o700)
+    return {**slurm.env, "COCKPIT_TEST_SSH_CONFIG": str(config), "COCKPIT_STATE_DIR": str(state)}
+
+
+def cockpit(
+    env: dict[str, str], *args: str, cwd: Path | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """The cockpit with the SSH config (for the commands that take a TARGET), run in CWD."""
+    extra = ["--ssh-config", env["COCKPIT_TEST_SSH_CONFIG"]] if args[0] in ("status", "wait", "jobs") else []
+    return subprocess.run(
+        [sys.executable, "-m", "cockpit.cli", *args, *extra],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def slurm_up(env: dict[str, str], cwd: Path, *args: str, held: bool = False) -> str:
+    done = cockpit(env, "slurm", "up", *args, *(["--hold"] if held else []), cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    found = re.search(r"submitted Slurm job (\d+)", done.stdout)
+    assert found, done.stdout
+    job_id = found.group(1)
+    assert f"cockpit connect slurm:{job_id}" in done.stdout
+    return job_id
+
+
+def test_slurm_up_runs_the_demo_to_succeeded(
+    slurm: SlurmCluster, env: dict[str, str], tmp_path: Path
+) -> None:
+    job_id = slurm_up(
+        env,
+        tmp_path,
+        "demo",
+        "steps=4",
+        "step_seconds=0.2",
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "2",
+        "--time",
+        "10",
+    )
+    record = slurm.wait_state(job_id, ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"), timeout=300)
+    output = (tmp_path / f"slurm-{job_id}.out").read_text()
+    assert record["JobState"] == "COMPLETED", output
+    assert "ready: 1/1 nodes, 2/2 GPUs" in output  # the join gate, on the allocation's shape
+    assert re.search(r"demo-\S+: SUCCEEDED", output), output
+    assert "✔ cluster shape: asks 1 x 2 GPUs" in output  # the launch path's pre-flight, in the job
+    assert (tmp_path / f"{job_id}-logs" / "ray-head.log").is_file()
+    tokens = Path(env["COCKPIT_STATE_DIR"]) / "slurm" / job_id
+    assert not tokens.exists(), "the cluster's token is removed when the job ends"
+    assert record["Comment"].startswith("cockpit:dashboard_port=")
+    ended = cockpit(env, "status", f"slurm:{job_id}")
+    assert ended.returncode == 1
+    assert f"slurm job {job_id} (cockpit-demo) ended: COMPLETED" in ended.stderr
+
+
+def test_a_held_job_is_pending_then_joins_then_ends_when_cancelled(
+    slurm: SlurmCluster, env: dict[str, str], tmp_path: Path
+) -> None:
+    job_id = slurm_up(
+        env,
+        tmp_path,
+        *DEMO,
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "2",
+        "--time",
+        "20",
+        "--job-name",
+        "held-grpo",
+        held=True,
+    )
+    try:
+        # By name: the newest job of that name. Slurm gives the hold as the reason once it looked at
+        # the job (`Reason=None` for a moment after the submit).
+        deadline = time.monotonic() + 60
+        while True:
+            pending = cockpit(env, "status", "slurm:held-grpo")
+            if "JobHeld" in pending.stderr or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert pending.returncode == 1
+        assert re.search(rf"slurm job {job_id} \(held-grpo\) PENDING: JobHeld(User|Admin)", pending.stderr), (
+            pending.stderr
+        )
+        waiting = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "cockpit.cli",
+                "wait",
+                f"slurm:{job_id}",
+                "--timeout",
+                "240",
+                "--ssh-config",
+                env["COCKPIT_TEST_SSH_CONFIG"],
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(3)  # `wait` sees the job held first (its first line says so)
+        slurm.release(job_id)
+        out, err = waiting.communicate(timeout=300)
+        assert waiting.returncode == 0, err
+        assert "PENDING: JobHeld" in err.splitlines()[0]
+        assert out.strip() == "ready: 1/1 nodes, 2/2 GPUs — ready"
+
+        running = cockpit(env, "status", f"slurm:{job_id}", "--json")
+        assert running.returncode == 0, running.stderr
+        doc = json.loads(running.stdout)
+        assert doc["slurm"]["state"] == "RUNNING" and doc["slurm"]["nodes"] == [slurm.node]
+        assert 0 < doc["slurm"]["seconds_left"] <= 20 * 60
+        assert doc["alive_nodes"] == 1 and doc["gpus"] == 2
+    finally:
+        slurm.cancel(job_id)
+    slurm.wait_state(job_id, "CANCELLED", timeout=120)
+    ended = cockpit(env, "wait", f"slurm:{job_id}", "--timeout", "30")
+    assert ended.returncode == 1  # no waiting for a job that is over
+    assert f"slurm job {job_id} (held-grpo) ended: CANCELLED" in ended.stderr
+
+
+def test_a_job_whose_head_never_starts_shows_its_output_and_why(
+    slurm: SlurmCluster, env: dict[str, str], tmp_path: Path
+) -> None:
+    script = (
+        'echo "starting the Ray head on $(hostname)"\necho "ray: error: no GPU on this node" >&2\nexit 3\n'
+    )
+    job_id = slurm.sbatch(script, "--job-name", "broken-head", cwd=tmp_path)
+    slurm.wait_state(job_id, "FAILED", timeout=60)
+    done = cockpit(env, "status", f"slurm:{job_id}")
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert lines[0] == (
+        f"cockpit: slurm job {job_id} (broken-head) ended: FAILED: NonZeroExitCode, exit code 3:0; "
+        f"its output: {tmp_path / f'slurm-{job_id}.out'}"
+    )
+    assert lines[1:] == [
+        "  starting the Ray head on " + os.uname().nodename.split(".")[0],
+        "  ray: error: no GPU on this node",
+    ]
+
+
+def test_an_unknown_job_is_one_line(env: dict[str, str]) -> None:
+    done = cockpit(env, "status", "slurm:999999")
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "cockpit: no Slurm job 999999 (unknown id, or it ended longer ago than Slurm remembers)."
+    ]
+    named = cockpit(env, "status", "slurm:no-such-name")
+    assert named.returncode == 1 and "no Slurm job of yours is named 'no-such-name'" in named.stderr
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_the_cockpit_follows_a_slurm_job_from_the_queue_to_its_end(
+    slurm: SlurmCluster, env: dict[str, str], tmp_path: Path
+) -> None:
+    """In a real terminal: the held job's reason, then (released) the join and the running demo job with
+    the walltime counting down, then (scancel) the end, said once, with no retrying."""
+    job_id = slurm_up(env, tmp_path, *DEMO, "--nodes", "1", "--gpus-per-node", "2", "--time", "30", held=True)
+    term = Terminal(f"cockpit-slurm-{os.getpid()}", 120, 30)
+    try:
+        exports = " ".join(f"{k}={shlex.quote(env[k])}" for k in ("SLURM_CONF", "COCKPIT_STATE_DIR"))
+        config = shlex.quote(env["COCKPIT_TEST_SSH_CONFIG"])
+        python = shlex.quote(sys.executable)
+        command = f"{exports} {python} -m cockpit.cli connect slurm:{job_id} --ssh-config {config}"
+        term.type(f"{command}; echo cockpit-exit=$?", "Enter")
+        queued = term.wait_for(lambda s: "queued in Slurm" in s and "PENDING" in s, timeout=60)
+        assert re.search(r"QUEUED in Slurm: PENDING \(JobHeld(User|Admin)\)", queued)
+        assert "will have 1 node(s) x 2 GPUs" in queued
+        slurm.release(job_id)
+        running = term.wait_for(lambda s: "READY" in s and "RUNNING" in s and "connected" in s, timeout=240)
+        assert "Nodes    1/1" in running and "GPUs     2/2" in running
+        first = re.search(r"⏱ (\d+)m(\d+)s left \(slurm " + job_id + r"\)", running)
+        assert first, running
+        later = term.wait_for(
+            lambda s: (
+                (m := re.search(r"⏱ (\d+)m(\d+)s left", s)) is not None and m.groups() != first.groups()
+            ),
+            timeout=30,
+        )
+        minutes, seconds = re.search(r"⏱ (\d+)m(\d+)s left", later).groups()  # type: ignore[union-attr]
+        assert int(minutes) * 60 + int(seconds) < int(first.group(1)) * 60 + int(
+            first.group(2)
+        )  # counting down
+        slurm.cancel(job_id)
+        ended = term.wait_for(lambda s: "Slurm job ended" in s and "CANCELLED" in s, timeout=180)
+        assert "not retrying" in ended or "CANCELLED" in ended.splitlines()[0]
+        assert "reconnecting" not in ended.splitlines()[0]
+        time.sleep(6)  # no retry follows: the header stays on the end
+        assert "Slurm job ended" in term.screen().splitlines()[0]
+        term.type("q")
+        term.wait_for(lambda s: "cockpit-exit=0" in s, timeout=30)
+    finally:
+        term.close()
+        slurm.cancel(job_id)
