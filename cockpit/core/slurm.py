@@ -170,6 +170,12 @@ class SlurmJob:
             return f"{label} is ending ({self.state})"
         return f"{label} {self.state}{reason}"
 
+    def queue_line(self, now: float | None = None) -> str:
+        """Short, for the status bar of a waiting job: `PENDING (Priority) · start ~14:05`."""
+        reason = f" ({self.reason})" if self.reason else ""
+        estimate = f" · start ~{clock(self.start_time, now)}" if self.start_time else ""
+        return f"{self.state}{reason}{estimate}"
+
     def bootstrap_logs(self) -> list[Path]:
         """Files that say how the job's start went, readable from here before any dashboard exists: its
         Slurm output (and error) file, and `ray.sub`'s `<jobid>-logs/*.log` in the submit directory."""

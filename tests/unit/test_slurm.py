@@ -50,6 +50,7 @@ def test_a_pending_job_with_spaces_in_its_name_and_comment() -> None:
     assert job.waiting and job.reason == "Resources" and job.start_time is None and job.node_list == ""
     assert job.time_limit == (24 + 2) * 3600
     assert job.describe() == "slurm job 5 (my run x) PENDING: Resources"
+    assert job.queue_line() == "PENDING (Resources)"
     assert job.seconds_left(0) is None
 
 

@@ -233,7 +233,7 @@ class ClusterFeed:
     def _queued(self, job: SlurmJob) -> None:
         """The job waits in the queue: its reason and estimate; asked again in 10 s."""
         self.state.connection.phase = "queued"
-        self.state.connection.detail = job.describe()
+        self.state.connection.detail = job.queue_line()
         self._slurm_due = 0.0
         self.app.post_message(StateChanged("connection"))
         self._schedule(slurm.PENDING_POLL_SECONDS)

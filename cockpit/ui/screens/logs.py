@@ -119,7 +119,7 @@ class LogsScreen(CockpitScreen):
             tooltip="back to the driver log alone",
         ),
         Binding(
-            "w",
+            "u",
             "slurm_files",
             "Slurm files",
             id="logs.slurm",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from rich.text import Text
 from textual.widgets import Static
@@ -10,6 +11,7 @@ from textual.widgets import Static
 from cockpit.core.join import JoinProgress
 from cockpit.core.slurm import SlurmJob, clock
 from cockpit.core.units import duration
+from cockpit.ui.widgets.safe_text import clean
 
 
 def bar(done: float, total: float, width: int = 20) -> str:
@@ -76,6 +78,7 @@ class JoinPanel(Static):
         job's state, Slurm's reason, the start estimate and the shape it will have."""
         self.set_class(False, "ready")
         text = Text()
+        job = replace(job, name=clean(job.name), reason=clean(job.reason), node_list=clean(job.node_list))
         if job.waiting:
             text.append("QUEUED", style="bold yellow")
             text.append(f" in Slurm: {job.state}")
