@@ -337,7 +337,7 @@ async def _slurm_still_there(target: Target) -> None:
         job = await slurm.lookup(target.slurm_job)
     except slurm.SlurmError:
         return  # slurmctld busy: the next round asks again
-    if job.ended:
+    if job.ended or job.ending:
         raise slurm.SlurmNotRunning(job)
 
 
