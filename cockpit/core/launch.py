@@ -22,6 +22,7 @@ from cockpit.core.preflight import VERSION_CHECK, Check, preflight, upload_check
 from cockpit.core.profiles import Profile, line_of_text, new_submission_id, render
 from cockpit.core.ray_api import DashboardClient, DashboardUnreachable, NotFound, RequestRejected
 from cockpit.core.snapshots import NodeSnapshot
+from cockpit.core.versions import version_fields
 from cockpit.core.working_dir import upload_files, zip_files
 
 __all__ = [
@@ -103,11 +104,12 @@ def plan(
 
 
 async def with_version_check(client: DashboardClient, plan: LaunchPlan) -> LaunchPlan:
-    """The plan with the check of its fields against the cluster's Ray version (`preflight.version_check`:
-    one GET); a plan that has it is kept."""
+    """The plan with the check of its fields against the cluster's Ray version (`preflight.version_check`),
+    asked (one GET) only when the request has a field that not every supported Ray accepts; a plan that
+    has the check is kept."""
     from dataclasses import replace
 
-    if any(c.name == VERSION_CHECK for c in plan.checks):
+    if any(c.name == VERSION_CHECK for c in plan.checks) or not version_fields(plan.request):
         return plan
     check = version_check(plan.request, (await client.version()).get("ray_version", ""))
     return plan if check is None else replace(plan, checks=(*plan.checks, check))

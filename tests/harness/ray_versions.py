@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from importlib.metadata import version as installed_version
 from pathlib import Path
 
+from cockpit.core.versions import TESTED
 from tests.harness.sshd import find_free_port
 
 VENVS = Path(os.environ.get("COCKPIT_RAY_VENVS", Path.home() / ".cache" / "ray-cockpit" / "ray-venvs"))
@@ -35,12 +36,13 @@ VENVS = Path(os.environ.get("COCKPIT_RAY_VENVS", Path.home() / ".cache" / "ray-c
 
 NEWEST = installed_version("ray")
 """The cockpit's own Ray: the newest of the matrix."""
-OLDEST = "2.43.0"
-"""The oldest supported: what NeMo RL pins (`ray[default]==2.43.0`)."""
-MATRIX = (OLDEST, "2.44.1", "2.47.1", NEWEST)
-"""Every version the contract suite runs against. 2.44.1 stays for its log framing (a leading `1` on
-every streamed chunk unless asked for text), 2.47.1 is the middle (verl's pins)."""
-OLD = tuple(v for v in MATRIX if v != NEWEST)
+OLD = TESTED[:-1]
+"""The older versions of the matrix, from the cockpit's own list (`versions.TESTED`, whose last is the
+newest): 2.43.0, the oldest supported (what NeMo RL pins), 2.44.1 for its log framing (a leading `1` on
+every streamed chunk unless asked for text), 2.47.1 in the middle (verl's pins)."""
+OLDEST = OLD[0]
+MATRIX = (*OLD, NEWEST)
+"""Every version the contract suite runs against."""
 
 _builds: dict[str, threading.Lock] = {}
 _builds_lock = threading.Lock()
@@ -180,10 +182,13 @@ def old_head(version: str) -> Iterator[OldHead]:
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)
+        # A test head holds nothing worth a graceful stop: 5 s, then every process of it is killed (the
+        # newest's `ray start --block` takes over 20 s to stop its children on SIGTERM).
         with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=20)
+            process.wait(timeout=5)
         for pid in [*_processes_under(temp_dir), process.pid]:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         process.wait()
         log.close()
+        shutil.rmtree(temp_dir, ignore_errors=True)
