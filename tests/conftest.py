@@ -1,5 +1,5 @@
-"""Provides the session fixtures: one real local Ray cluster (3 nodes x 2 logical GPUs), a demo job and a
-real one-node Slurm."""
+"""Provides the session fixtures: one real local Ray cluster (3 nodes x 2 logical GPUs), a demo job, a
+real one-node Slurm, and one head per Ray version of the tested matrix (`ray_head`)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 
 from cockpit.core import profiles
 from tests.harness.cluster import ClusterHandle, running_cluster
+from tests.harness.ray_versions import MATRIX, OldHead, build_in_background, old_head
 from tests.harness.slurm import SlurmCluster, missing_slurm_binaries, start_slurm
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "ray-2.60-samples"
@@ -104,3 +105,26 @@ def no_user_role_table(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
     """The tests see the built-in roles, whatever role table the person running them keeps in their
     config directory (tests that want one point COCKPIT_ROLES at their own)."""
     yield from _env_pointing_at("COCKPIT_ROLES", tmp_path_factory.mktemp("no-roles") / "roles.yaml")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """When Ray version heads will be needed, build their virtualenvs (those not cached yet) in the
+    background while the tests before them run: on a fresh machine each is a `pip install`."""
+    wanted = {
+        version
+        for item in items
+        if item.get_closest_marker("ray_versions") is not None
+        for version in MATRIX
+        if version in item.nodeid
+    }
+    if wanted:
+        build_in_background(v for v in MATRIX if v in wanted)
+
+
+@pytest.fixture(scope="session")
+def ray_head(request: pytest.FixtureRequest) -> Iterator[OldHead]:
+    """A one-node head of the Ray version given by indirect parametrization (`MATRIX` items), shared by
+    every test of that version in the session: pytest groups the tests by version, so each head is
+    started once and stopped before the next version's starts."""
+    with old_head(request.param) as started:
+        yield started

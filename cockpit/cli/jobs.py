@@ -143,14 +143,16 @@ async def _dry_run(
     from cockpit.core.errors import CockpitError
     from cockpit.core.launch import plan
 
+    ray_version = ""
     try:
         async with open_dashboard(target, options) as client:
             nodes = await client.nodes()
+            ray_version = (await client.version()).get("ray_version", "")
         header = f"pre-flight for {profile.name} against {target.raw}:"
     except CockpitError as exc:
         nodes = None
         header = f"pre-flight for {profile.name}: not checked against {target.raw}: {exc}"
-    dry = plan(profile, overrides, nodes, at_submit=False)
+    dry = plan(profile, overrides, nodes, at_submit=False, ray_version=ray_version)
     print(header, file=sys.stderr)
     print_checklist(dry.checks)
     print(json.dumps(dry.request, indent=2, ensure_ascii=False))

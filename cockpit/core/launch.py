@@ -18,10 +18,11 @@ from typing import Any
 
 from cockpit.core.errors import CockpitError
 from cockpit.core.overrides import Override, OverrideError, parse_overrides
-from cockpit.core.preflight import Check, preflight, upload_check
+from cockpit.core.preflight import VERSION_CHECK, Check, preflight, upload_check, version_check
 from cockpit.core.profiles import Profile, line_of_text, new_submission_id, render
 from cockpit.core.ray_api import DashboardClient, DashboardUnreachable, NotFound, RequestRejected
 from cockpit.core.snapshots import NodeSnapshot
+from cockpit.core.versions import version_fields
 from cockpit.core.working_dir import upload_files, zip_files
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "submit_request",
     "upload_working_dir",
     "with_cluster_checks",
+    "with_version_check",
     "zip_directory",
 ]
 
@@ -73,11 +75,13 @@ def plan(
     at_submit: bool = True,
     submission_id: str | None = None,
     upload: Callable[[Profile], Check | None] = upload_check,
+    ray_version: str = "",
 ) -> LaunchPlan:
     """The checklist and the masked request for `profile` with `overrides` on a cluster of `nodes`.
 
     With `at_submit`, a secret missing from this shell is a failed check; otherwise (a dry run) a warning.
-    `upload`: the working_dir check (see `preflight.upload_check`).
+    `upload`: the working_dir check (see `preflight.upload_check`). With `ray_version` (the cluster's),
+    the request's fields are checked against it (else `with_cluster_checks` does it before submitting).
 
     Raises:
         ProfileError: the profile cannot be rendered (an unknown `${...}` variable).
@@ -86,6 +90,9 @@ def plan(
     chosen = submission_id or new_submission_id(profile.name)
     checks = tuple(preflight(profile, split, nodes, at_submit=at_submit, upload=upload))
     request = render(profile, split, mask=True, check_secrets=False, submission_id=chosen)
+    version = version_check(request, ray_version) if ray_version else None
+    if version is not None:
+        checks = (*checks, version)
     return LaunchPlan(
         profile=profile,
         overrides=split,
@@ -96,13 +103,27 @@ def plan(
     )
 
 
+async def with_version_check(client: DashboardClient, plan: LaunchPlan) -> LaunchPlan:
+    """The plan with the check of its fields against the cluster's Ray version (`preflight.version_check`),
+    asked (one GET) only when the request has a field that not every supported Ray accepts; a plan that
+    has the check is kept."""
+    from dataclasses import replace
+
+    if any(c.name == VERSION_CHECK for c in plan.checks) or not version_fields(plan.request):
+        return plan
+    check = version_check(plan.request, (await client.version()).get("ray_version", ""))
+    return plan if check is None else replace(plan, checks=(*plan.checks, check))
+
+
 async def with_cluster_checks(client: DashboardClient, plan: LaunchPlan) -> LaunchPlan:
-    """The plan with the checks that ask the cluster to run something (a `debug: post_mortem` profile:
-    can its workers load debugpy?). Run once, right before submitting; a plan that has them is kept."""
+    """The plan with the checks that ask the cluster: the fields its Ray version accepts, and what needs
+    the cluster to run something (a `debug: post_mortem` profile: can its workers load debugpy?). Run
+    once, right before submitting; a plan that has them is kept."""
     from dataclasses import replace
 
     from cockpit.core.debugpy_probe import CHECK_NAME, debugpy_check
 
+    plan = await with_version_check(client, plan)
     if any(c.name == CHECK_NAME for c in plan.checks):
         return plan
     check = await debugpy_check(client, plan.profile, str(plan.request.get("entrypoint", "")))

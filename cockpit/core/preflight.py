@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from cockpit.core.overrides import Override, parse_override
 from cockpit.core.profiles import (
@@ -27,6 +27,7 @@ from cockpit.core.profiles import (
 )
 from cockpit.core.snapshots import NodeSnapshot
 from cockpit.core.units import human_bytes
+from cockpit.core.versions import parse_version, version_fields
 from cockpit.core.working_dir import UploadError, upload_files
 
 Status = Literal["ok", "fail", "warn", "info"]
@@ -247,6 +248,25 @@ def upload_check(profile: Profile) -> Check | None:
         f"{path}: {count} files, {listing.size} bytes ({human_bytes(listing.size)}) to upload; "
         ".git left out, then excludes, .gitignore and .rayignore as Ray reads them",
     )
+
+
+VERSION_CHECK = "Ray version"
+
+
+def version_check(request: Mapping[str, Any], ray_version: str) -> Check | None:
+    """The request's fields that not every supported Ray accepts, against the cluster's RAY_VERSION:
+    a failed check naming each one this version refuses and the version that brings it; None when the
+    request has no such field (or the version cannot be read: the connect warning says so)."""
+    version = parse_version(ray_version)
+    fields = version_fields(request)
+    if version is None or not fields:
+        return None
+    refused = [(field, line) for field in fields if (line := field.refused_by(version))]
+    if refused:
+        key = refused[0][0].name.split(" ")[0].rsplit(".", 1)[-1]
+        return Check(VERSION_CHECK, "fail", "; ".join(line for _, line in refused), key)
+    names = ", ".join(field.name for field in fields)
+    return Check(VERSION_CHECK, "ok", f"the cluster's Ray {ray_version} accepts {names}")
 
 
 def _secret_file_checks(profile: Profile, at_submit: bool) -> list[Check]:

@@ -61,6 +61,9 @@ LOG_TEXT_FORMAT = ("format", "text")
 data, `0` error: its default `leading_1` format) unless asked for plain text; Ray 2.60 ignores it."""
 OLD_LOG_ERROR = b"[get_logs] Fetch log error:"
 """How older Ray starts a failed log read in text format (with status 200; Ray 2.60 answers 4xx/5xx)."""
+GENERIC_500 = "Server got itself in trouble"
+"""aiohttp's whole answer when a handler raised: some Ray versions (2.47: a state request with a column
+it does not filter on, a log read racing a closed stream) send nothing better."""
 LOG_READ_DEADLINE_S = 600
 """How long the dashboard may take over one `/api/v0/logs/file` read (its own default is 30 s)."""
 
@@ -351,13 +354,18 @@ class DashboardClient:
         flag = data.get("profilingEnabled", data.get("profiling_enabled"))
         return flag if isinstance(flag, bool) else None
 
-    async def worker_traceback(self, pid: int, node_id: str, native: bool = False) -> str:
+    async def worker_traceback(self, pid: int, node_id: str, native: bool = False, ip: str = "") -> str:
         """py-spy's text dump of process PID on node NODE_ID, taken by that node's agent.
+
+        The node's IP goes too when known: a Ray before 2.50 finds the node only by `ip` (it answers
+        "ip is required" otherwise); later ones prefer `node_id`.
 
         Raises:
             ProfilingDisabled: the head does not allow it.
         """
         params = [("pid", str(int(pid))), ("node_id", node_id), ("native", "1" if native else "0")]
+        if ip:
+            params.append(("ip", ip))
         return str(await self._request("GET", "/worker/traceback", params=params, expect_json=False))
 
     # -- jobs --------------------------------------------------------------------------------------
@@ -636,6 +644,13 @@ def http_error(status: int, path: str, body: bytes) -> DashboardError:
     if status == 404 or (status == 500 and "file is not found" in reason.lower()):
         # Ray 2.47 answers a missing log file with a 500 ("A file is not found at: ...").
         return NotFound(f"not found: {path} ({reason}).")
+    if status == 500 and reason == GENERIC_500:
+        error = RequestRejected(
+            f"the dashboard failed on {path} and gave no reason (HTTP 500); the head's dashboard logs "
+            "(dashboard*.log in its session's logs) say why."
+        )
+        error.status, error.body = status, text
+        return error
     if status == 429:
         return RateLimited(
             f"the dashboard is at its limit of concurrent requests ({reason}); retrying later."

@@ -420,7 +420,8 @@ async def _dashboard_node(
         async with gate:  # each request's time counts from its turn, not from the queue
             try:
                 text = await asyncio.wait_for(
-                    client.worker_traceback(member.pid, member.node_id, native=native), PYSPY_TIMEOUT + 10
+                    client.worker_traceback(member.pid, member.node_id, native=native, ip=member.node_ip),
+                    PYSPY_TIMEOUT + 10,
                 )
                 stack = parse_text(text)
             except ProfilingDisabled:

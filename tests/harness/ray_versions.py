@@ -1,7 +1,12 @@
-"""Provides real Ray heads of other versions than the cockpit's own: a virtualenv per version, created once
+"""Provides real Ray heads of the versions the cockpit supports: a virtualenv per version, created once
 and cached between runs (`$COCKPIT_RAY_VENVS`, default `~/.cache/ray-cockpit/ray-venvs`), and a head
 started from it with `ray start --head --block` in a session of its own, so stopping it kills exactly its
 processes (never `ray stop`, which would stop every Ray on the machine, the test session's included).
+The cockpit's own Ray (`NEWEST`) needs no virtualenv of its own: its head runs from the cockpit's.
+
+`MATRIX` is the tested matrix. `build_in_background` builds the missing virtualenvs while other tests
+run (a fresh machine has none: about 20 s of `pip install` each here); `ray_venv` waits for a build
+under way instead of starting a second.
 """
 
 from __future__ import annotations
@@ -14,36 +19,79 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib.metadata import version as installed_version
 from pathlib import Path
 
+from cockpit.core.versions import TESTED
 from tests.harness.sshd import find_free_port
 
 VENVS = Path(os.environ.get("COCKPIT_RAY_VENVS", Path.home() / ".cache" / "ray-cockpit" / "ray-venvs"))
 
 
-def ray_venv(version: str) -> Path:
-    """The virtualenv holding `ray[default]==VERSION` (created on first use: a minute or two).
+NEWEST = installed_version("ray")
+"""The cockpit's own Ray: the newest of the matrix."""
+OLD = TESTED[:-1]
+"""The older versions of the matrix, from the cockpit's own list (`versions.TESTED`, whose last is the
+newest): 2.43.0, the oldest supported (what NeMo RL pins), 2.44.1 for its log framing (a leading `1` on
+every streamed chunk unless asked for text), 2.47.1 in the middle (verl's pins)."""
+OLDEST = OLD[0]
+MATRIX = (*OLD, NEWEST)
+"""Every version the contract suite runs against."""
 
-    Built in place (a venv's scripts name their interpreter by path, so it cannot be moved) and marked
-    complete only when pip succeeded: a build that was cut short is built again.
+_builds: dict[str, threading.Lock] = {}
+_builds_lock = threading.Lock()
+
+
+def _lock(version: str) -> threading.Lock:
+    with _builds_lock:
+        return _builds.setdefault(version, threading.Lock())
+
+
+def ray_venv(version: str) -> Path:
+    """The virtualenv holding `ray[default]==VERSION` (created on first use: a minute or two at most).
+
+    The cockpit's own Ray is its own virtualenv. Another is built in place (a venv's scripts name their
+    interpreter by path, so it cannot be moved) and marked complete only when pip succeeded: a build
+    that was cut short is built again.
     """
+    if version == NEWEST:
+        return Path(sys.prefix)
     venv = VENVS / f"ray-{version}"
     done = venv / ".cockpit-complete"
     packages = [f"ray[default]=={version}", "debugpy>=1.8"]
-    if done.exists() and done.read_text() == " ".join(packages):
+    with _lock(version):
+        if done.exists() and done.read_text() == " ".join(packages):
+            return venv
+        shutil.rmtree(venv, ignore_errors=True)
+        VENVS.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+        # debugpy: for the post-mortem debugger on that version (the workers need it, as the cockpit's do).
+        pip = [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", *packages]
+        built = subprocess.run(pip, capture_output=True, text=True, timeout=1200)
+        if built.returncode != 0:
+            raise AssertionError(f"pip install {' '.join(packages)} failed: {built.stderr[-2000:]}")
+        done.write_text(" ".join(packages))
         return venv
-    shutil.rmtree(venv, ignore_errors=True)
-    VENVS.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    # debugpy: for the post-mortem debugger on that version (the workers need it, as the cockpit's own do).
-    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", *packages], check=True, timeout=1200)
-    done.write_text(" ".join(packages))
-    return venv
+
+
+def build_in_background(versions: Iterable[str]) -> threading.Thread:
+    """Build the virtualenvs of VERSIONS one after another in a daemon thread (a failure is left for
+    `ray_venv` to raise again when a test asks for that version)."""
+
+    def build() -> None:
+        for version in versions:
+            with contextlib.suppress(Exception):
+                ray_venv(version)
+
+    thread = threading.Thread(target=build, name="ray-venvs", daemon=True)
+    thread.start()
+    return thread
 
 
 @dataclass
@@ -88,7 +136,8 @@ def _processes_under(temp_dir: Path) -> list[int]:
 
 @contextmanager
 def old_head(version: str) -> Iterator[OldHead]:
-    """A one-node Ray VERSION head on 127.0.0.1 (2 CPUs, no GPU), stopped with all its processes on exit.
+    """A one-node Ray VERSION head on 127.0.0.1 (2 CPUs, no GPU, no token auth), stopped with all its
+    processes on exit.
 
     Its job entrypoints find that version's `python` first on PATH.
     """
@@ -100,7 +149,9 @@ def old_head(version: str) -> Iterator[OldHead]:
         "PATH": f"{venv / 'bin'}:{os.environ.get('PATH', '')}",
         "RAY_USAGE_STATS_ENABLED": "0",
     }
-    env.pop("RAY_ADDRESS", None)
+    for name in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        env.pop(name, None)
+    env["RAY_AUTH_MODE"] = "disabled"  # the newest would take a token from this shell; the older know none
     command = [
         str(venv / "bin" / "ray"),
         "start",
@@ -131,10 +182,13 @@ def old_head(version: str) -> Iterator[OldHead]:
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)
+        # A test head holds nothing worth a graceful stop: 5 s, then every process of it is killed (the
+        # newest's `ray start --block` takes over 20 s to stop its children on SIGTERM).
         with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=20)
+            process.wait(timeout=5)
         for pid in [*_processes_under(temp_dir), process.pid]:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         process.wait()
         log.close()
+        shutil.rmtree(temp_dir, ignore_errors=True)

@@ -1,8 +1,8 @@
-"""The cockpit against real heads of older Ray versions (2.44, the generation NeMo RL pins, and 2.47),
-each started from its own cached virtualenv. Ray 2.44's log API frames every chunk with a status byte
-unless asked for text and reports a failed read in the body: followed logs must equal the file byte for
-byte, across a forced drop too. The actor list, the paused-worker discovery and a job's stacks work on
-each."""
+"""The cockpit against real heads of older Ray versions (2.43, which NeMo RL pins, 2.44 and 2.47), each
+started from its own cached virtualenv and shared with the other tests of that version (`ray_head`).
+Ray 2.44's log API frames every chunk with a status byte unless asked for text and reports a failed read
+in the body: followed logs must equal the file byte for byte, across a forced drop too. The actor list,
+the paused-worker discovery and a job's stacks work on each."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,13 +22,11 @@ from cockpit.core.ray_api import DashboardClient, NotFound
 from cockpit.core.stack_gather import SelectionError, select, take
 from cockpit.core.targets import parse_target
 from tests.harness.hang_jobs import SAVERS_STUCK
-from tests.harness.ray_versions import OldHead, old_head
+from tests.harness.ray_versions import OLD, OldHead
 from tests.harness.relay import relay
 from tests.harness.run import run_cockpit
 
-pytestmark = pytest.mark.ray_versions
-
-VERSIONS = ("2.44.1", "2.47.1")
+pytestmark = [pytest.mark.ray_versions, pytest.mark.parametrize("ray_head", OLD, indirect=True)]
 
 COUNTER = """import time
 for i in range(1, 61):
@@ -38,10 +35,9 @@ for i in range(1, 61):
 """
 
 
-@pytest.fixture(scope="module", params=VERSIONS)
-def head(request: pytest.FixtureRequest) -> Iterator[OldHead]:
-    with old_head(request.param) as started:
-        yield started
+@pytest.fixture
+def head(ray_head: OldHead) -> OldHead:
+    return ray_head
 
 
 async def node_id(client: DashboardClient) -> str:

@@ -346,3 +346,16 @@ def test_error_answers_are_one_line(status: int, doc: Any, text: str) -> None:
     for body in (json.dumps(doc).encode(), text.encode("utf-8", errors="surrogatepass")):
         error = ray_api.http_error(status, "/api/jobs/x", body)
         assert isinstance(error, CockpitError) and "\n" not in str(error)
+
+
+def test_a_bare_500_points_at_the_head_s_logs() -> None:
+    """Ray 2.47 answers a state request it failed on with aiohttp's bare 500 (seen on a real 2.47.1 head:
+    a filter on a column it does not know, a log read right after a closed stream)."""
+    error = ray_api.http_error(
+        500, "/api/v0/actors", b"500 Internal Server Error\n\nServer got itself in trouble"
+    )
+    assert isinstance(error, ray_api.RequestRejected) and error.status == 500
+    assert str(error) == (
+        "the dashboard failed on /api/v0/actors and gave no reason (HTTP 500); the head's dashboard logs "
+        "(dashboard*.log in its session's logs) say why."
+    )
