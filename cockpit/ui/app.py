@@ -30,6 +30,7 @@ from cockpit.core.layouts import Layout, load_layout_or_default
 from cockpit.core.ray_api import DashboardClient
 from cockpit.core.roles import load_role_rules
 from cockpit.core.targets import Target
+from cockpit.ui.commands import CockpitCommands
 from cockpit.ui.feeds.actors import ActorsFeed
 from cockpit.ui.feeds.cluster import ClusterFeed
 from cockpit.ui.feeds.gpus import GpuFeed
@@ -89,6 +90,8 @@ class CockpitApp(App[int]):
     (tests and snapshots feed it fixture data with no cluster)."""
 
     CSS_PATH = "app.tcss"
+    COMMANDS = App.COMMANDS | {CockpitCommands}
+    """ctrl+p: Textual's own commands (theme, keys, quit) and every action of every screen by name."""
     MODES: ClassVar[dict[str, type[CockpitScreen]]] = {  # type: ignore[assignment]
         entry.mode: entry.screen for entry in MAIN_SCREENS
     }
@@ -379,7 +382,8 @@ class CockpitApp(App[int]):
             bindings = [b for b in getattr(node, "BINDINGS", []) if isinstance(b, Binding) and b.description]
             return [(key_label(self, b), b.tooltip or b.description) for b in bindings]
 
-        sections = [("Everywhere", keys(self))]
+        palette = ("ctrl+p", "every action of every screen by name (and theme, keys), searchable")
+        sections = [("Everywhere", [*keys(self), palette])]
         screen = self.screen
         if keys(screen):
             sections.append((getattr(screen, "TITLE", "This screen"), keys(screen)))
