@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from cockpit.core.snapshots import JobRow
 
 REDRAW_SECONDS = 0.5
+RETRY_SECONDS = 10.0
 MAX_POINTS = 4096
 MAX_KEYS = 512
 """The UI's caps (smaller than the command line's): at most 512 keys x 4,096 points, 32 MiB."""
@@ -66,6 +67,8 @@ class MetricsFeed(ConnectedFeed):
         self._compare_worker: Worker[None] | None = None
         self._drawn = 0.0
         self._announced: set[str] = set()
+        self._failed_at: float | None = None
+        """When the followed job's read last failed (it is tried again after RETRY_SECONDS)."""
 
     # -- which job -----------------------------------------------------------------------------
 
@@ -85,6 +88,13 @@ class MetricsFeed(ConnectedFeed):
         if wanted is not None and (view.job is None or wanted.key != view.job.key):
             self.follow(wanted)
             return
+        current = view.job
+        if wanted is not None and current is not None and wanted.driver_node_id and not wanted.terminal:
+            # Chosen before its driver started (no log yet), or its read failed a while ago: read it now.
+            retry = self._failed_at is not None and time.monotonic() - self._failed_at > RETRY_SECONDS
+            if not current.driver_node_id or retry:
+                self.follow(wanted)
+                return
         # A followed job that ended: its stream is closed (its series stay).
         ended = {j.key for j in jobs if j.terminal}
         if view.job is not None and view.job.key in ended and view.loaded and self._worker is not None:
@@ -104,6 +114,11 @@ class MetricsFeed(ConnectedFeed):
         view.step_times.clear()
         view.keys = []
         self._announced.clear()
+        self._failed_at = None
+        self._worker = None
+        if not job.driver_node_id:  # pending: no driver log yet; `watch` reads it once the driver runs
+            self.app.post_message(StateChanged("metrics"))
+            return
         self._worker = start_worker(
             self.app, functools.partial(self._read, job, False), group="metrics", description="Metrics"
         )
@@ -160,7 +175,8 @@ class MetricsFeed(ConnectedFeed):
                 self._took(store, parser.feed(chunk), compared, history=False)
         except CockpitError as exc:
             if not compared:
-                view.error = f"cannot read {job.key}'s driver log: {exc}"
+                view.error = f"cannot read {job.key}'s driver log: {exc} (trying again)"
+                self._failed_at = time.monotonic()
             self._redraw(force=True)
 
     def _took(self, store: SeriesStore, samples: list, compared: bool, history: bool) -> None:  # type: ignore[type-arg]
