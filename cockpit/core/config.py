@@ -173,6 +173,13 @@ FIELDS: tuple[Field, ...] = (
     ),
     Field("dashboard_port", 8265, _port, "the dashboard's port on the head", "COCKPIT_DASHBOARD_PORT"),
     Field(
+        "refresh.nodes",
+        5.0,
+        _seconds,
+        "seconds between node polls once the cluster has its shape (every 2 s while nodes join)",
+        "COCKPIT_REFRESH_NODES",
+    ),
+    Field(
         "refresh.actors",
         5.0,
         _seconds,

@@ -38,8 +38,11 @@ def test_no_file_gives_every_default(tmp_path: Path) -> None:
 def test_file_values_carry_their_line_and_env_wins(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
     path.write_text(GOOD)
-    loaded = load(path, env={"COCKPIT_DASHBOARD_PORT": "9100", "COCKPIT_LAYOUT": "gpu"})
+    loaded = load(
+        path, env={"COCKPIT_DASHBOARD_PORT": "9100", "COCKPIT_LAYOUT": "gpu", "COCKPIT_REFRESH_NODES": "30"}
+    )
     assert loaded.problems == ()
+    assert loaded["refresh.nodes"] == 30.0 and loaded.origins["refresh.nodes"] == "env COCKPIT_REFRESH_NODES"
     assert loaded.target == "head-node" and loaded.origins["target"] == f"{path}:1"
     assert loaded["refresh.actors"] == 2.0 and loaded.origins["refresh.actors"] == f"{path}:4"
     assert loaded.theme == "textual-light"

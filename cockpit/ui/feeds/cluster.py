@@ -3,7 +3,8 @@
 Cadence lives here, not in the core: a poll asks for nodes (and jobs), hands the nodes to the GPU feed,
 writes the state and re-arms a one-shot timer when it is done, so two polls never overlap and a slow
 head slows the poller instead of piling up requests. Nodes are polled every 2 s while nodes are still
-expected to join, every 5 s after; jobs on every poll while a shown screen needs them, else every third.
+expected to join, every `refresh.nodes` seconds (config, default 5) after; jobs on every poll while a
+shown screen needs them, else every third.
 Failures are retried with a growing delay (an SSH link that reconnects wakes the poller sooner); a
 refused token, key or host key stops the retries until the user presses `r`.
 """
@@ -17,6 +18,7 @@ from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
 
 from cockpit.core import slurm
+from cockpit.core.config import settings
 from cockpit.core.connection import Connection, ConnectOptions, exposure_warning, open_connection
 from cockpit.core.errors import CockpitError
 from cockpit.core.ray_api import AuthenticationRejected, AuthenticationRequired, DashboardClient
@@ -39,8 +41,6 @@ if TYPE_CHECKING:
 
 NODE_POLL_SECONDS = 2.0
 """Node cadence while nodes are still expected to join: join progress is what the user watches."""
-STEADY_POLL_SECONDS = 5.0
-"""Node cadence once the cluster has its shape: the host stats behind it refresh every 5 s anyway."""
 JOB_POLL_EVERY = 3
 """Jobs on every third node poll unless a shown screen needs them (they change rarely; the list grows
 with history)."""
@@ -68,6 +68,8 @@ class ClusterFeed:
         """The one armed poll timer: re-arming replaces it, so polls never multiply."""
         self._slurm_due = 0.0
         """When (monotonic) a `slurm:` target's job is next looked up."""
+        self.steady_seconds: float = settings()["refresh.nodes"]
+        """Node cadence once the cluster has its shape (`refresh.nodes` in config, default 5 s)."""
         self._walltime_warned = False
 
     # -- the connection ------------------------------------------------------------------------
@@ -197,7 +199,7 @@ class ClusterFeed:
         self.app.post_message(StateChanged(*topics))
         progress = state.join_progress()
         joining = progress is not None and not progress.ready
-        self._schedule(NODE_POLL_SECONDS if joining else STEADY_POLL_SECONDS)
+        self._schedule(NODE_POLL_SECONDS if joining else max(NODE_POLL_SECONDS, self.steady_seconds))
 
     # -- a cluster inside a Slurm job ------------------------------------------------------------
 
