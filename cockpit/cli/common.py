@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING, TextIO
@@ -44,6 +45,15 @@ def say(message: str, stream: TextIO | None = None) -> None:
     the cockpit every write fails (EIO), and what it was telling must not stop what it was doing."""
     with contextlib.suppress(OSError, ValueError):
         print(message, file=stream or sys.stdout, flush=True)
+
+
+def colour_wanted(choice: str = "auto") -> bool:
+    """Whether a job's own colours (ANSI escapes in its log) go through to stdout: `--color always` or
+    `never`; `auto`, only to a terminal and only without `NO_COLOR` (https://no-color.org: set and not
+    empty). The cockpit's own output has no colour at all."""
+    if choice != "auto":
+        return choice == "always"
+    return not os.environ.get("NO_COLOR") and sys.stdout.isatty()
 
 
 def add_connect_options(parser: argparse.ArgumentParser, target_optional: bool = False) -> None:

@@ -11,9 +11,19 @@ import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from cockpit.cli.common import EXIT_FAIL, EXIT_OK, add_connect_options, connect_options, err, print_checklist
+from cockpit.cli.common import (
+    EXIT_FAIL,
+    EXIT_OK,
+    add_connect_options,
+    colour_wanted,
+    connect_options,
+    err,
+    print_checklist,
+)
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from cockpit.core.connection import ConnectOptions
     from cockpit.core.launch import LaunchPlan
     from cockpit.core.overrides import Override
@@ -72,6 +82,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--follow", "-f", action="store_true", help="keep printing (a job's log ends with the job)"
     )
     p.add_argument("--lines", "-n", type=int, default=1000, metavar="N", help="start with the last N lines")
+    p.add_argument(
+        "--color",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="the log's own colours (ANSI escapes): auto keeps them only on a terminal without NO_COLOR",
+    )
     p.set_defaults(handler=logs)
 
 
@@ -185,10 +201,28 @@ async def _submit(
         print(f"submitted {submission_id}")
         if not follow:
             return EXIT_OK
-        return await follow_job(client, submission_id)
+        return await follow_job(client, submission_id, colour=colour_wanted())
 
 
-async def follow_job(client: DashboardClient, submission_id: str, lines: int = -1) -> int:
+def log_writer(colour: bool) -> tuple[Callable[[bytes], object], Callable[[], None]]:
+    """(write, end) for log bytes on stdout: without COLOUR, the log's escapes are taken out."""
+    from cockpit.core.logs import EscapeStripper
+
+    out = sys.stdout.buffer
+    if colour:
+        return out.write, out.flush
+    stripper = EscapeStripper()
+
+    def end() -> None:
+        out.write(stripper.end())
+        out.flush()
+
+    return lambda chunk: out.write(stripper.feed(chunk)), end
+
+
+async def follow_job(
+    client: DashboardClient, submission_id: str, lines: int = -1, colour: bool = False
+) -> int:
     """Stream the driver log until the job ends; exit 0 only if it SUCCEEDED.
 
     One log stream is held (it counts against the dashboard's request limit); when it drops it resumes
@@ -197,7 +231,7 @@ async def follow_job(client: DashboardClient, submission_id: str, lines: int = -
     from cockpit.core.log_sources import LogSource, LogTail
     from cockpit.core.ray_api import DashboardError
 
-    out = sys.stdout.buffer
+    write, end = log_writer(colour)
     job = await _job_when_driver_starts(client, submission_id)
     if job.driver_node_id:
         tail = LogTail(client, LogSource.driver(job), lines=lines, on_event=lambda m: err(m))
@@ -213,8 +247,8 @@ async def follow_job(client: DashboardClient, submission_id: str, lines: int = -
 
         async def stream() -> None:
             async for chunk in tail.chunks():
-                out.write(chunk)
-                out.flush()
+                write(chunk)
+                sys.stdout.flush()
 
         streamer = asyncio.ensure_future(stream())
         watcher = asyncio.ensure_future(watch_status())
@@ -228,8 +262,8 @@ async def follow_job(client: DashboardClient, submission_id: str, lines: int = -
         await watcher
         # The stream polls the file about once a second: deliver what it had not sent yet.
         async for chunk in tail.rest():
-            out.write(chunk)
-        out.flush()
+            write(chunk)
+        end()
     if job.status == "SUCCEEDED":
         print(f"{submission_id}: SUCCEEDED")
         return EXIT_OK
@@ -260,6 +294,7 @@ def logs(args: argparse.Namespace) -> int:
     if (args.node is None) != (args.file is None):
         raise CockpitError("--node and --file go together (e.g. --node 3f2a --file raylet.out).")
     target = parse_target(args.target)
+    colour = colour_wanted(args.color)
 
     async def run() -> int:
         from cockpit.core.log_sources import LogSource, LogTail
@@ -268,7 +303,7 @@ def logs(args: argparse.Namespace) -> int:
             if args.job:
                 job = await client.job(args.job)
                 if args.follow:
-                    return await follow_job(client, job.key, lines=args.lines)
+                    return await follow_job(client, job.key, lines=args.lines, colour=colour)
                 if not job.driver_node_id:
                     raise CockpitError(f"{job.key} has no driver log yet ({job.status}).")
                 source = LogSource.driver(job)
@@ -276,13 +311,15 @@ def logs(args: argparse.Namespace) -> int:
                 source = LogSource.actor(await _find_actor(client, args.actor), "err" if args.err else "out")
             else:
                 source = LogSource.file(await _find_node(client, args.node), args.file)
+            write, end = log_writer(colour)
             if not args.follow:
-                sys.stdout.buffer.write(await client.log_bytes(source.params(), lines=args.lines))
-                sys.stdout.flush()
+                write(await client.log_bytes(source.params(), lines=args.lines))
+                end()
                 return EXIT_OK
             async for chunk in LogTail(client, source, lines=args.lines, on_event=err).chunks():
-                sys.stdout.buffer.write(chunk)
+                write(chunk)
                 sys.stdout.flush()
+            end()
         return EXIT_OK
 
     return asyncio.run(run())

@@ -5,7 +5,8 @@ widget the screen shows (the Logs screen's `LogView`, the Actors screen's table)
 belong to the main screen whose module uses that widget (the dedicated screen before the composite
 cockpit screen). Choosing one switches to its screen, focuses the widget and runs the action exactly
 as its key would: a destructive action still asks first. Each hit shows the key in effect (the user's
-key map included), so the palette also teaches the keys.
+key map included), so the palette also teaches the keys. A query matches the title ("jobs stop") or
+the verb first ("stop job"). Quit is Textual's own entry (the same action), not listed twice.
 """
 
 from __future__ import annotations
@@ -37,11 +38,25 @@ class PaletteAction:
     """The main screen it runs on; None: the app's own (works anywhere)."""
     owner: type[DOMNode]
     """The class that declares the binding (the app, a screen or a widget)."""
+    words: str = ""
+    """The title verb first, also matched: "Stop Jobs" for "Jobs: Stop", "Jobs screen" for "Screen: Jobs"."""
+
+    def candidates(self) -> tuple[str, ...]:
+        return (self.title, self.words) if self.words else (self.title,)
 
 
 def _uses(screen: type[Screen[Any]], owner: type[Any]) -> bool:
     module = sys.modules.get(screen.__module__)
     return module is not None and any(value is owner for value in vars(module).values())
+
+
+_TEXTUAL_HAS = frozenset({"app.quit"})
+"""Ids of the app's bindings whose action Textual's system commands already offer."""
+
+
+def _on_screen(label: str, binding: Binding, mode: str, owner: type[DOMNode]) -> PaletteAction:
+    title = f"{label}: {binding.description}"
+    return PaletteAction(title, binding, mode, owner, f"{binding.description} {label}")
 
 
 @lru_cache(maxsize=1)
@@ -53,16 +68,19 @@ def palette_actions(app_class: type[Any]) -> tuple[PaletteAction, ...]:
 
     actions: list[PaletteAction] = []
     for binding in app_class.BINDINGS:
-        if isinstance(binding, Binding) and binding.id:
-            title = binding.description or binding.action
-            title = f"Screen: {title}" if binding.id.startswith("nav.") else title
-            actions.append(PaletteAction(title, binding, None, app_class))
+        # Quit is in Textual's own commands already (the same action).
+        if isinstance(binding, Binding) and binding.id and binding.id not in _TEXTUAL_HAS:
+            name = binding.description or binding.action
+            if binding.id.startswith("nav."):
+                actions.append(PaletteAction(f"Screen: {name}", binding, None, app_class, f"{name} screen"))
+            else:
+                actions.append(PaletteAction(name, binding, None, app_class))
     screens = [(entry.mode, entry.label, entry.screen) for entry in MAIN_SCREENS]
     for mode, label, screen in screens:
         for binding in screen.__dict__.get("BINDINGS", []):
             # Escape closes what is open (a prompt, details): nothing to choose from a list.
             if isinstance(binding, Binding) and binding.id and binding.key != "escape":
-                actions.append(PaletteAction(f"{label}: {binding.description}", binding, mode, screen))
+                actions.append(_on_screen(label, binding, mode, screen))
     # Dedicated screens before the composite cockpit screen (mode "cockpit"), which uses them all.
     ordered = sorted(screens, key=lambda s: s[0] == "cockpit")
     for widget in _subclasses(DOMNode):
@@ -75,7 +93,7 @@ def palette_actions(app_class: type[Any]) -> tuple[PaletteAction, ...]:
         for binding in bindings:
             cursor = (binding.id or "").endswith((".up", ".down", ".left", ".right"))
             if binding.description and not cursor:
-                actions.append(PaletteAction(f"{home[1]}: {binding.description}", binding, home[0], widget))
+                actions.append(_on_screen(home[1], binding, home[0], widget))
     return tuple(actions)
 
 
@@ -118,11 +136,13 @@ class CockpitCommands(Provider):
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for item, help_text in self._items():
-            score = matcher.match(item.title)
+            score = max(matcher.match(text) for text in item.candidates())
             if score > 0:
+                # The title is what is shown; its letters are highlighted where it matched itself.
+                title = matcher.highlight(item.title) if matcher.match(item.title) > 0 else item.title
                 yield Hit(
                     score,
-                    matcher.highlight(item.title),
+                    title,
                     partial(run_palette_action, self.app, item),
                     help=help_text,
                 )

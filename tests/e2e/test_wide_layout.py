@@ -1,6 +1,6 @@
 """The `wide` layout on the real demo cluster, in a real terminal at 200x50: every pane live (the join,
 the nodes, the GPU heatmap, the running job, its driver log and its training curves), then `q`; the
-`default` layout at 80x24 keeps the join, the nodes and the job in view."""
+`default` layout at 80x24 keeps the join, every node row, the job and its driver log in view."""
 
 from __future__ import annotations
 
@@ -76,7 +76,17 @@ def test_the_default_layout_at_80x24(tmp_path: Path) -> None:
     term = Terminal(f"cockpit-narrow-{os.getpid()}", 80, 24)
     try:
         demo(term, state, "default")
-        screen = term.wait_for(lambda s: "Nodes    3/3" in s and "RUNNING" in s, timeout=150)
+
+        def live(screen: str) -> bool:
+            return (
+                "Nodes    3/3" in screen
+                and "READY" in screen
+                and screen.count("ALIVE") == 3  # every node row in view (no line lost to a sideways bar)
+                and "RUNNING   demo-" in screen
+                and re.search(r"step=\d+", screen) is not None  # the driver log pane
+            )
+
+        screen = term.wait_for(live, timeout=150)
         lines = screen.splitlines()
         assert lines[0].startswith(" 0 Cockpit · local (demo) · ● connected")
         assert lines[-1].startswith("1 Cluster 2 GPUs") and lines[-1].rstrip().endswith("q Quit")

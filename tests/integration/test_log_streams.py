@@ -21,6 +21,7 @@ from cockpit.core.targets import parse_target
 from tests.harness.cluster import ClusterHandle
 from tests.harness.relay import relay
 from tests.harness.run import run_cockpit as cockpit
+from tests.harness.run import run_cockpit_in_pty
 from tests.harness.sshd import start_sshd
 
 pytestmark = pytest.mark.cluster
@@ -67,6 +68,35 @@ def test_logs_of_an_actor_and_of_a_node_file(ray_cluster: ClusterHandle, demo_jo
     # raylet's periodic stats end in lines such as "- bytes errored: 0", so no word is asserted).
     written = (Path(head.temp_dir) / "session_latest" / "logs" / "raylet.out").read_text().splitlines()
     assert all(line in written for line in printed)
+
+
+COLOURED = (
+    "print('\\x1b[36m(pid=1) cyan\\x1b[0m plain', flush=True)\n"
+    "print('\\x1b]0;a title\\x07\\x1b[1;31mbold red\\x1b[0m end', flush=True)\n"
+)
+
+
+async def test_logs_keep_the_jobs_colours_only_on_a_terminal_without_no_color(
+    ray_cluster: ClusterHandle, tmp_path: Path
+) -> None:
+    script = tmp_path / "coloured.py"
+    script.write_text(COLOURED)
+    async with ray_cluster.client() as client:
+        request = {"entrypoint": f"{sys.executable} -u {script}", "submission_id": "colours"}
+        job = await client.submit_job(request)
+    followed = await asyncio.to_thread(cockpit, "logs", "local", job, "--follow")  # to a pipe: no colour
+    assert followed.returncode == 0, followed.stderr
+    assert "(pid=1) cyan plain\nbold red end\n" in followed.stdout and "\x1b" not in followed.stdout
+    kept = cockpit("logs", "local", job, "--color", "always")
+    assert "\x1b[36m(pid=1) cyan\x1b[0m plain" in kept.stdout  # the log has them: the check above can fail
+    env = {**os.environ, "TERM": "xterm-256color"}
+    on_a_terminal = run_cockpit_in_pty("logs", "local", job, env=env)
+    assert "\x1b[1;31mbold red" in on_a_terminal
+    without = run_cockpit_in_pty("logs", "local", job, env={**env, "NO_COLOR": "1"})
+    assert "bold red end" in without and "\x1b" not in without
+    # --json output (cluster text as is) carries no escape either.
+    listed = cockpit("jobs", "local", "--json")
+    assert listed.returncode == 0 and job in listed.stdout and "\x1b" not in listed.stdout
 
 
 def test_logs_usage_errors_are_one_sentence(ray_cluster: ClusterHandle) -> None:

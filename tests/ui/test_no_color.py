@@ -6,40 +6,52 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rich.segment import Segment
-from rich.style import Style
 from textual.filter import Monochrome, NoColor
-from textual.strip import Strip
 
 from cockpit.core.config import load
 from cockpit.ui.app import CockpitApp
-from tests.harness.run import run_cockpit
+from tests.harness.run import run_cockpit, run_cockpit_in_pty
 from tests.ui.test_fixture_state import fixture_state
+
+
+def colours(app: CockpitApp) -> set[tuple[int, int, int]]:
+    """Every colour (foreground and background) of what the screen drew, filters applied."""
+    found = set()
+    for strip in app.screen._compositor.render_strips():
+        for segment in strip:
+            for colour in (segment.style.color, segment.style.bgcolor) if segment.style else ():
+                if colour is not None:
+                    found.add(tuple(colour.get_truecolor()))
+    return found
+
+
+async def drawn_colours(app: CockpitApp) -> set[tuple[int, int, int]]:
+    """The colours of the cluster, GPU heatmap, jobs and cockpit screens as drawn on fixture state."""
+    found = set()
+    async with app.run_test(size=(100, 30)) as pilot:
+        for key in ("1", "2", "4", "0"):
+            await pilot.press(key)
+            await pilot.pause()
+            found |= colours(app)
+    return found
 
 
 async def test_no_color_draws_in_greys_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NO_COLOR", "1")
     state = fixture_state()
     app = CockpitApp(state.target, state=state, offline=True)
-    filters = [f for f in app._filters if isinstance(f, (Monochrome, NoColor))]
-    assert app.no_color and filters
-    async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.pause()
-        # The app's own colours (the connected mark is bold green) come out grey or without colour.
-        strip = Strip([Segment("● connected", Style.parse("bold green on dark_blue"))])
-        for filter_ in filters:
-            for segment in strip.apply_filter(filter_, app.screen.styles.background):
-                for colour in (segment.style.color, segment.style.bgcolor) if segment.style else ():
-                    if colour is not None and colour.triplet is not None:
-                        red, green, blue = colour.triplet
-                        assert red == green == blue
+    assert app.no_color and any(isinstance(f, (Monochrome, NoColor)) for f in app._filters)
+    drawn = await drawn_colours(app)
+    assert drawn and all(red == green == blue for red, green, blue in drawn), drawn
 
 
-async def test_without_no_color_there_is_no_filter(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_without_no_color_there_is_colour(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NO_COLOR", raising=False)
     state = fixture_state()
     app = CockpitApp(state.target, state=state, offline=True)
     assert not app.no_color and not any(isinstance(f, (Monochrome, NoColor)) for f in app._filters)
+    drawn = await drawn_colours(app)
+    assert any(not red == green == blue for red, green, blue in drawn)  # the check above can fail
 
 
 @pytest.mark.parametrize("theme", ["dark", "light"])
@@ -55,8 +67,16 @@ async def test_both_themes_start(theme: str, tmp_path: Path) -> None:
 
 
 def test_the_command_line_writes_no_colour_codes(tmp_path: Path) -> None:
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "NO_COLOR": "1"}
-    for args in (("profiles", "list"), ("config", "show"), ("status", "slurm:")):
-        done = run_cockpit(*args, env=env)
-        assert "\x1b[" not in done.stdout + done.stderr, args
-        assert done.stdout or done.stderr
+    """With NO_COLOR, without it to a pipe, and without it on a terminal: the cockpit's own output has
+    no colour at all (`--json` included)."""
+    commands = (("profiles", "list"), ("profiles", "show", "demo"), ("config", "show"), ("status", "slurm:"))
+    commands += (("jobs", "slurm:", "--json"), ("actors", "slurm:", "--json"), ("config", "keys"))
+    base = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TERM": "xterm-256color"}
+    for env in ({**base, "NO_COLOR": "1"}, base):
+        for args in commands:
+            done = run_cockpit(*args, env=env)
+            assert "\x1b" not in done.stdout + done.stderr, (args, env)
+            assert done.stdout or done.stderr
+    for args in (("config", "show"), ("profiles", "list"), ("status", "slurm:")):
+        on_a_terminal = run_cockpit_in_pty(*args, env=base)
+        assert on_a_terminal.strip() and "\x1b" not in on_a_terminal, args

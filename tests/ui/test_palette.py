@@ -4,10 +4,14 @@ asks first); `?` says where the palette is."""
 
 from __future__ import annotations
 
-from textual.command import CommandPalette
+from pathlib import Path
 
+import pytest
+from textual.command import CommandPalette, Hit
+
+from cockpit.core.config import load
 from cockpit.ui.app import CockpitApp
-from cockpit.ui.commands import palette_actions
+from cockpit.ui.commands import CockpitCommands, palette_actions
 from cockpit.ui.screens.confirm import ConfirmScreen
 from cockpit.ui.screens.help import HelpScreen
 from cockpit.ui.screens.jobs import JobsScreen
@@ -19,11 +23,35 @@ from tests.ui.test_fixture_state import fixture_state
 
 def test_every_screen_and_its_panes_have_their_actions_listed() -> None:
     titles = {a.title for a in palette_actions(CockpitApp)}
-    for expected in ("Screen: Jobs", "Jobs: Stop", "Logs: Wrap", "Doctor: Stacks of the job", "Quit"):
+    for expected in ("Screen: Jobs", "Jobs: Stop", "Logs: Wrap", "Doctor: Stacks of the job", "Stacks"):
         assert expected in titles
     ids = [a.binding.id for a in palette_actions(CockpitApp)]
     assert len(ids) == len(set(ids))  # each action once
     assert "logs.close" not in ids  # escape closes a prompt: nothing to pick from a list
+    assert "app.quit" not in ids  # Textual's own Quit (kept) is the same action: not listed twice
+
+
+async def hits(app: CockpitApp, query: str) -> list[Hit]:
+    provider = CockpitCommands(app.screen)
+    return [hit async for hit in provider.search(query)]  # type: ignore[misc]
+
+
+async def test_a_query_matches_the_title_or_the_verb_first_and_shows_its_key(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("keys:\n  jobs.stop: x\n")
+    state = fixture_state()
+    app = CockpitApp(state.target, state=state, offline=True, config=load(path, env={}))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        for query in ("jobs stop", "stop job", "stpjob"):
+            found = sorted(await hits(app, query), key=lambda h: -h.score)
+            assert found and found[0].text == "Jobs: Stop", query
+            assert found[0].help == "key x"  # the user's key, not the default s
+        assert [h.text for h in await hits(app, "wrap log")][:1] == ["Logs: Wrap"]
+        assert not await hits(app, "no such action zzz")
+        # Textual's own commands are still offered next to the cockpit's.
+        system = {command.title for command in app.get_system_commands(app.screen)}
+        assert {"Quit", "Theme", "Keys"} <= system
 
 
 async def pick(app: CockpitApp, pilot: object, query: str) -> None:
@@ -49,7 +77,10 @@ async def test_an_action_of_another_screen_goes_there_and_runs() -> None:
         await until(pilot, lambda: isinstance(app.screen, LogsScreen) and not view.wrap)
 
 
-async def test_a_destructive_action_from_the_palette_still_asks() -> None:
+@pytest.mark.parametrize(("query", "running"), [("stop job", True), ("delete job", False)])
+async def test_a_destructive_action_typed_on_another_screen_goes_there_and_asks_first(
+    query: str, running: bool
+) -> None:
     state = fixture_state()
     app = CockpitApp(state.target, state=state, offline=True)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -57,14 +88,22 @@ async def test_a_destructive_action_from_the_palette_still_asks() -> None:
         await until(pilot, lambda: isinstance(app.screen, JobsScreen))
         jobs = app.screen
         assert isinstance(jobs, JobsScreen)
-        job = jobs.current_job()
-        assert job is not None
+        # The cursor to a running job (stop) or a finished one (delete): the action acts on that one.
+        for _ in range(len(state.snapshot.jobs) if state.snapshot else 0):
+            job = jobs.current_job()
+            if job is not None and job.terminal != running:
+                break
+            await pilot.press("down")
+        chosen = jobs.current_job()
+        assert chosen is not None and chosen.terminal != running
         await pilot.press("1")
-        # The job under the cursor: a finished one can be deleted, a running one stopped; both ask.
-        await pick(app, pilot, "jobs delete" if job.terminal else "jobs stop")
+        await until(pilot, lambda: app.current_mode == "cluster")
+        await pick(app, pilot, query)
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         assert app.current_mode == "jobs"
-        await pilot.press("escape")  # nothing is stopped (and offline: nothing could be)
+        confirm = app.screen
+        assert isinstance(confirm, ConfirmScreen) and chosen.key in confirm.question.plain
+        await pilot.press("n")  # no: nothing is stopped or deleted (and offline: nothing could be)
         await until(pilot, lambda: isinstance(app.screen, JobsScreen))
 
 

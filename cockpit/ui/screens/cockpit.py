@@ -207,6 +207,9 @@ class PaneBox(Vertical, can_focus=True):
     PaneBox > NodeTable, PaneBox > GpuHeatmap, PaneBox > GpuList, PaneBox > LogView, PaneBox > MetricChart {
         height: 1fr;
     }
+    /* A pane is a glance (Enter opens the screen, which scrolls sideways): no line for a sideways bar,
+       which at 80x24 hid the third node and a line of the log. */
+    PaneBox > DataTable, PaneBox > LogView { scrollbar-size-horizontal: 0; }
     """
 
     def __init__(self, name: str, kind: PaneKind, widget: Widget) -> None:
