@@ -269,6 +269,7 @@ async def _wait(
     from cockpit.core.join import JoinProgress
     from cockpit.core.ray_api import DashboardError
     from cockpit.core.ssh.errors import SshError
+    from cockpit.core.text import clean
     from cockpit.core.units import duration
 
     started = time.monotonic()
@@ -276,6 +277,8 @@ async def _wait(
     last_line = ""
     progress: JoinProgress | None = None
     problem = ""
+    checked = 0.0
+    """When Slurm was last asked whether a slurm: target's job still runs."""
     async with AsyncExitStack() as stack:
         connection: Connection | None = None
         while True:
@@ -294,17 +297,22 @@ async def _wait(
                     raise
                 problem = str(exc)  # pending: its reason and estimate, refreshed
                 pause = max(interval, slurm.PENDING_POLL_SECONDS / 2)
+            except slurm.SlurmError as exc:
+                if exc.permanent:
+                    raise
+                problem = str(exc)  # slurmctld busy: ask again
+                pause = max(interval, slurm.PENDING_POLL_SECONDS / 2)
             except SshError as exc:
                 if exc.permanent:
                     raise
                 problem = str(exc)
-                await _slurm_still_there(target)
+                checked = await _slurm_still_there(target, checked)
             except DashboardError as exc:
                 # The head may still be starting: keep waiting, but say why nothing is counted.
                 problem = str(exc)
-                await _slurm_still_there(target)
+                checked = await _slurm_still_there(target, checked)
             waited = time.monotonic() - started
-            line = f"[{duration(waited)}] " + (problem or (progress.summary() if progress else ""))
+            line = f"[{duration(waited)}] " + clean(problem or (progress.summary() if progress else ""))
             if live:
                 print(f"\r\x1b[K{line}", end="", file=sys.stderr, flush=True)
             elif line.split("] ", 1)[1] != last_line.split("] ", 1)[-1]:
@@ -327,18 +335,23 @@ async def _wait(
     return EXIT_TIMEOUT
 
 
-async def _slurm_still_there(target: Target) -> None:
-    """For a slurm target whose head stopped answering: raise if the job ended (no point waiting)."""
-    if target.kind != "slurm" or target.slurm_job is None:
-        return
+async def _slurm_still_there(target: Target, checked: float) -> float:
+    """For a slurm target whose head does not answer (yet): raise if the job ended (no point waiting).
+    Asks Slurm at most every 10 s (CHECKED: when it last did); returns when it last asked."""
     from cockpit.core import slurm
 
+    if target.kind != "slurm" or target.slurm_job is None:
+        return checked
+    if time.monotonic() - checked < slurm.PENDING_POLL_SECONDS:
+        return checked
+    checked = time.monotonic()
     try:
         job = await slurm.lookup(target.slurm_job)
     except slurm.SlurmError:
-        return  # slurmctld busy: the next round asks again
+        return checked  # slurmctld busy: a later round asks again
     if job.ended or job.ending:
         raise slurm.SlurmNotRunning(job)
+    return checked
 
 
 def _say_what_is_missing(progress: JoinProgress, nodes: int, gpus: float | None, timeout: float) -> None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from cockpit.core.errors import CockpitError
 from cockpit.core.local import record
-from cockpit.core.ray_api import DashboardClient, load_token
+from cockpit.core.ray_api import DashboardClient, DashboardUnreachable, load_token
 from cockpit.core.ssh.errors import UnknownHostKey
 from cockpit.core.targets import Target
 
@@ -157,6 +157,10 @@ async def _slurm_head(target: Target, opts: ConnectOptions) -> tuple[SlurmJob, T
     job = await slurm.lookup(target.slurm_job)
     if not job.running or job.head is None:
         raise slurm.SlurmNotRunning(job)
+    if job.port_pending:  # running, but its script has not started the head yet: not 8265 by mistake
+        raise DashboardUnreachable(
+            f"slurm job {job.job_id} runs on {job.head}; its Ray head is starting (no dashboard port yet)."
+        )
     head = Target(kind="ssh", raw=f"{target.raw} ({job.head})", host=job.head)
     port = job.dashboard_port
     return job, head, replace(opts, dashboard_port=port) if port else opts

@@ -54,6 +54,8 @@ WAITING_STATES = frozenset(
 ENDING_STATES = frozenset({"COMPLETING", "STAGE_OUT", "SIGNALING", "STOPPED"})
 """States of a job on its way out (its steps are being killed): the final state comes seconds later."""
 
+COMMENT_STARTING = "cockpit:dashboard_port=pending"
+"""The comment `cockpit slurm up` submits with: its script has not chosen the dashboard port yet."""
 COMMENT_PORT = re.compile(r"(?:^|[\s,;])cockpit:dashboard_port=(\d{1,5})(?:$|[\s,;])")
 """What `cockpit slurm up`'s script writes in the job's comment once it picked the dashboard port."""
 
@@ -143,6 +145,11 @@ class SlurmJob:
         found = COMMENT_PORT.search(self.comment)
         port = int(found.group(1)) if found else 0
         return port if 0 < port < 65536 else None
+
+    @property
+    def port_pending(self) -> bool:
+        """A `cockpit slurm up` job whose script has not written its dashboard port yet."""
+        return COMMENT_STARTING in self.comment
 
     @property
     def gpus_per_node(self) -> float | None:
@@ -337,14 +344,51 @@ async def run(*argv: str, timeout: float = COMMAND_TIMEOUT, stdin: bytes | None 
     try:
         out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
     except asyncio.TimeoutError:
-        proc.kill()
-        await proc.wait()
+        await _reap(proc)
         command = " ".join(argv[:3])
         raise SlurmError(f"`{command}` did not answer within {timeout:.0f} s (slurmctld busy?).") from None
+    except BaseException:  # cancelled (a new poll, `r`, quitting): the command does not outlive its asker
+        await asyncio.shield(_reap(proc))
+        raise
     if proc.returncode != 0:
         first = next((ln.strip() for ln in err.decode(errors="replace").splitlines() if ln.strip()), "")
         raise SlurmError(f"`{' '.join(argv[:3])}` failed: {first or f'exit code {proc.returncode}'}")
     return out.decode(errors="replace")
+
+
+async def _reap(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+
+
+def repeated_keys(line: str) -> bool:
+    """Whether a key appears twice: a job name or comment (free text, the job owner's) that imitates
+    Slurm's own fields (`x JobState=RUNNING NodeList=elsewhere`)."""
+    keys = [m.group(1) for m in _FIELD.finditer(line.strip())]
+    return len(keys) != len(set(keys))
+
+
+async def _trusted_line(job_id: str, line: str) -> tuple[str, str, str]:
+    """LINE with the job's name and comment (read alone with squeue, exactly) taken out, so that text in
+    them cannot pose as a field; and the name and comment.
+
+    Raises:
+        SlurmError: they cannot be read alone, or the line still repeats a key.
+    """
+    name = (await run("squeue", "-h", "-t", "all", "-j", job_id, "-o", "%j")).rstrip("\n")
+    comment = (await run("squeue", "-h", "-t", "all", "-j", job_id, "-o", "%k")).rstrip("\n")
+    comment = "" if comment == "(null)" else comment
+    if name:
+        line = line.replace(f" JobName={name} ", " JobName=- ", 1)
+    if comment:
+        line = line.replace(f" Comment={comment} ", " Comment=- ", 1)
+    if repeated_keys(line):
+        raise SlurmError(
+            f"slurm job {job_id}'s description repeats a field: its name or comment poses as one."
+        )
+    return line, name, comment
 
 
 async def find_job_id(spec: str) -> str:
@@ -383,7 +427,11 @@ async def lookup(spec: str) -> SlurmJob:
             ) from None
         raise
     line = next((ln for ln in out.splitlines() if ln.startswith("JobId=")), "")
-    job = parse_job(line)
+    if repeated_keys(line):
+        line, name, comment = await _trusted_line(job_id, line)
+        job = replace(parse_job(line), name=name, comment=comment)
+    else:
+        job = parse_job(line)
     if job.waiting and job.start_time is None:
         estimate = await _start_estimate(job.job_id)
         if estimate is not None:

@@ -24,10 +24,14 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from cockpit.core.errors import CockpitError
 from cockpit.core.local.record import private_dir, state_dir
+from cockpit.core.slurm import COMMENT_STARTING
 
 TOKEN_AUTH_SINCE = (2, 52)
 """The first Ray with token auth (`RAY_AUTH_MODE=token`)."""
+SBATCH_TIMEOUT = 60.0
+"""A busy slurmctld can take long to accept a job; killing sbatch early may leave a job queued anyway."""
 JOIN_TIMEOUT_SECONDS = 900
 """How long the script waits for every node to join before it gives up (exit 3, the job ends)."""
 
@@ -90,9 +94,16 @@ async def sbatch(script: str, *options: str) -> str:
     Raises:
         SlurmError: sbatch is missing or refused the job (its reason).
     """
-    from cockpit.core.slurm import run
+    from cockpit.core.slurm import SlurmError, run
 
-    out = await run("sbatch", "--parsable", *options, stdin=script.encode())
+    try:
+        out = await run("sbatch", "--parsable", *options, stdin=script.encode(), timeout=SBATCH_TIMEOUT)
+    except SlurmError as exc:
+        if "did not answer" in str(exc):
+            raise SlurmError(
+                f"{exc} The job may be queued anyway: check `squeue --me` before again."
+            ) from None
+        raise
     return out.strip().split(";", 1)[0]
 
 
@@ -105,11 +116,18 @@ def render(request: SlurmRequest, *, tokens: Path | None) -> str:
         f"--job-name={request.job_name or 'cockpit-' + request.profile_name}",
         f"--nodes={request.nodes}",
         "--ntasks-per-node=1",
+        f"--comment={COMMENT_STARTING}",  # until the script writes the port it chose
     ]
     if request.gpus_per_node:
         directives.append(f"--gpus-per-node={request.gpus_per_node}")
     asked = {"partition": request.partition, "account": request.account, "time": request.time}
     directives += [f"--{flag}={value}" for flag, value in asked.items() if value]
+    for directive in directives:
+        # A newline in a value would end the #SBATCH line inside its quotes: bash would run the rest.
+        if not directive.isprintable():
+            raise CockpitError(
+                f"{directive[2:].split('=')[0]}: control characters are not allowed: {directive!r}"
+            )
     values = {
         "@SBATCH@": "\n".join(f"#SBATCH {q(d)}" for d in directives),
         "@PYTHON@": q(request.python),

@@ -69,10 +69,11 @@ done
 DASHBOARD="http://127.0.0.1:$DASHBOARD_PORT"
 GPUS=$(( ${#HOSTS[@]} * GPUS_PER_NODE ))
 say "waiting for ${#HOSTS[@]} node(s) and $GPUS GPU(s) to join"
-"$PYTHON" -m cockpit.cli wait "$DASHBOARD" "${AUTH[@]}" --nodes "${#HOSTS[@]}" --gpus "$GPUS" \
+"$PYTHON" -m cockpit.cli wait "$DASHBOARD" ${AUTH[@]+"${AUTH[@]}"} --nodes "${#HOSTS[@]}" --gpus "$GPUS" \
   --timeout @JOIN_TIMEOUT@ || exit $?
 say "cluster ready: submitting $PROFILE"
-"$PYTHON" -m cockpit.cli submit "$DASHBOARD" "${AUTH[@]}" "$PROFILE" "${OVERRIDES[@]}" \
+"$PYTHON" -m cockpit.cli submit "$DASHBOARD" ${AUTH[@]+"${AUTH[@]}"} "$PROFILE" \
+  ${OVERRIDES[@]+"${OVERRIDES[@]}"} \
   --nodes "${#HOSTS[@]}" --gpus-per-node "$GPUS_PER_NODE" --follow
 status=$?
 say "the Ray job ended (exit $status)"

@@ -239,7 +239,6 @@ def test_the_cockpit_follows_a_slurm_job_from_the_queue_to_its_end(
         )  # counting down
         slurm.cancel(job_id)
         ended = term.wait_for(lambda s: "Slurm job ended" in s and "CANCELLED" in s, timeout=180)
-        assert "not retrying" in ended or "CANCELLED" in ended.splitlines()[0]
         assert "reconnecting" not in ended.splitlines()[0]
         time.sleep(6)  # no retry follows: the header stays on the end
         assert "Slurm job ended" in term.screen().splitlines()[0]

@@ -3,6 +3,7 @@ Slurm 22.05 the integration tests run), the `slurm:` TARGET, and the sbatch scri
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cockpit.core import slurm
-from cockpit.core.errors import TargetError
+from cockpit.core.errors import CockpitError, TargetError
 from cockpit.core.log_sources import LocalFileTail
 from cockpit.core.slurm_script import SlurmRequest, job_token, ray_has_token_auth, render
 from cockpit.core.targets import parse_target
@@ -197,12 +198,13 @@ def test_the_script_asks_slurm_for_the_shape_and_is_valid_bash(tmp_path: Path) -
         "#SBATCH --job-name=cockpit-grpo",
         "#SBATCH --nodes=4",
         "#SBATCH --ntasks-per-node=1",
+        "#SBATCH --comment=cockpit:dashboard_port=pending",
         "#SBATCH --gpus-per-node=8",
         "#SBATCH --partition=gpu",
         "#SBATCH --account=proj",
         "#SBATCH --time=4:00:00",
     ]
-    assert "@" not in "".join(ln for ln in script.splitlines() if "@" in ln and ln.strip().startswith("@"))
+    assert not re.search(r"@[A-Z_]+@", script)  # every placeholder filled
     assert "PROFILE='/shared/profiles/my grpo.yaml'" in script
     assert "--dashboard-host=127.0.0.1" in script and "RAY_AUTH_MODE=token" in script
     subprocess.run(["bash", "-n"], input=script, text=True, check=True)
@@ -236,10 +238,26 @@ def test_overrides_reach_the_job_exactly_as_typed(overrides: list[str]) -> None:
     assert printed.split(b"\0")[:-1] == [o.encode() for o in overrides]
 
 
-def test_no_secret_goes_into_the_script(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("WANDB_API_KEY", "sekrit-value-123")
-    script = render(request(overrides=("trainer.logger=wandb",)), tokens=None)
-    assert "sekrit-value-123" not in script
+def test_a_newline_in_a_directive_is_refused() -> None:
+    """A job name with a newline would end its #SBATCH line inside the quotes: bash would run the rest."""
+    with pytest.raises(CockpitError, match="job-name: control characters are not allowed"):
+        render(request(job_name="x\ntouch /tmp/PWNED #"), tokens=None)
+    with pytest.raises(CockpitError, match="control characters"):
+        render(request(profile_name="grpo\rx"), tokens=None)
+
+
+def test_a_name_or_comment_posing_as_fields_is_seen() -> None:
+    real = line(5)
+    assert not slurm.repeated_keys(real)
+    forged = real.replace("JobName=my run x ", "JobName=x JobState=RUNNING NodeList=evil.example.org ")
+    assert slurm.repeated_keys(forged)
+    assert slurm.repeated_keys(real.replace("Comment=note", "Comment=x StdOut=/etc/shadow"))
+
+
+def test_the_port_is_pending_until_the_script_writes_it() -> None:
+    starting = slurm.SlurmJob(job_id="1", state="RUNNING", comment="cockpit:dashboard_port=pending")
+    assert starting.port_pending and starting.dashboard_port is None
+    assert not slurm.SlurmJob(job_id="1", comment="cockpit:dashboard_port=8301").port_pending
 
 
 def test_token_auth_since_ray_2_52(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

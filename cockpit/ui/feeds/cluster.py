@@ -214,6 +214,13 @@ class ClusterFeed:
         if job.ended or job.ending:
             self._slurm_ended(job)
             return False
+        opened = self._connection.slurm if self._connection is not None else None
+        if opened is not None and (
+            job.waiting or job.head != opened.head or job.dashboard_port != opened.dashboard_port
+        ):
+            # Requeued (back in the queue, or restarted on other nodes): that head is gone.
+            await self._drop_connection()
+            self._walltime_warned = False
         return True
 
     def _slurm_seen(self, job: SlurmJob) -> None:
