@@ -71,7 +71,7 @@ def test_submit_a_profile_it_succeeds_and_its_log_reads(ray_head: OldHead, tmp_p
     assert answer.stdout.rstrip().endswith(f"{job}: SUCCEEDED")
     row = listed(ray_head, job)
     assert row["status"] == "SUCCEEDED" and row["metadata"]["cockpit_profile"] == "versions-quick"  # type: ignore[index]
-    log = run_cockpit("logs", ray_head.url, job)
+    log = run_cockpit("logs", ray_head.url, job, "--color", "always")  # the bytes as written
     assert log.returncode == 0, log.stderr
     assert log.stdout == (ray_head.logs / f"job-driver-{job}.log").read_text()
     assert "done" in log.stdout and not log.stdout.startswith("1")
