@@ -40,9 +40,9 @@ from common import (
     timed_run,
 )
 
-from cockpit.core.actors import ActorQuery
+from cockpit.core.actors.listing import ActorQuery
+from cockpit.core.cluster.dashboard import DashboardClient
 from cockpit.core.local.record import LocalCluster
-from cockpit.core.ray_api import DashboardClient
 from cockpit.ui.feeds.actors import HEAD_SHARE, LIST_LIMIT, LIST_SECONDS, fetch_actor_table
 
 NAME = "actor_list_head"

@@ -116,8 +116,8 @@ Settle = Callable[[], Awaitable[None]]
 def synthetic_actor_views(count: int = ACTORS, nodes: int = NODES, seed: int = SEED) -> list[Any]:
     """COUNT seeded `ActorView`s of an RL run on NODES nodes."""
     sys.path.insert(0, str(REPO))
-    from cockpit.core.actors import ActorView
-    from cockpit.core.roles import role_of
+    from cockpit.core.actors.listing import ActorView
+    from cockpit.core.actors.roles import role_of
     from cockpit.core.snapshots import ActorRow
 
     rng = random.Random(seed)
@@ -161,8 +161,8 @@ def _child(variant: str, rounds: int, sweeps: int, filters: tuple[str, ...] = FI
     from textual.strip import Strip
     from textual.widgets import DataTable
 
-    from cockpit.core.actor_table import SORT_COLUMNS, ActorIndex
-    from cockpit.core.actors import ActorView, parse_query
+    from cockpit.core.actors.listing import ActorView, parse_query
+    from cockpit.core.actors.table import SORT_COLUMNS, ActorIndex
     from cockpit.ui.app import tune_gc
     from cockpit.ui.widgets.actor_table import SHORT_STATES, ActorTableView, age_cell, gpu_cell
 

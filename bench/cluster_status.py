@@ -24,8 +24,8 @@ from typing import Any
 
 from common import BIN, Row, Stats, bench_env, cluster_token, ratio, timed_run
 
+from cockpit.core.cluster.dashboard import DashboardClient
 from cockpit.core.local.record import LocalCluster
-from cockpit.core.ray_api import DashboardClient
 
 NAME = "cluster_status"
 

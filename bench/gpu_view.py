@@ -56,7 +56,7 @@ def _child(variant: str, rounds: int, tune: bool = True) -> dict[str, Any]:
     from textual.widgets import DataTable, Static
 
     import cockpit.ui.app as app_module
-    from cockpit.core.gpu_board import GpuBoard, GpuFleet
+    from cockpit.core.gpu.board import GpuBoard, GpuFleet
     from cockpit.core.targets import parse_target
     from cockpit.ui.screens.gpus import GpuScreen
     from cockpit.ui.state import StateChanged

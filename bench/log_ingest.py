@@ -101,7 +101,7 @@ def _child(widget: str, seconds: float) -> dict[str, Any]:
     from textual.message import Message
     from textual.widgets import Log
 
-    from cockpit.core.logs import strip_ansi
+    from cockpit.core.text import strip_ansi
     from cockpit.ui.widgets.log_view import LogView
 
     per_batch = round(RATE * INTERVAL)

@@ -150,8 +150,8 @@ def write_log(path: Path, lines: int = LINES, seed: int = 15) -> dict[str, int]:
 
 
 def _child(kind: str, path: Path) -> dict[str, Any]:
-    from cockpit.core.metric_series import SeriesStore
-    from cockpit.core.metrics import MetricsParser
+    from cockpit.core.metrics.lines import MetricsParser
+    from cockpit.core.metrics.series import SeriesStore
 
     rss_before = rss_mib()
     cpu_start, started = time.process_time(), time.perf_counter()

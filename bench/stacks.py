@@ -54,10 +54,12 @@ from typing import TYPE_CHECKING, Any
 
 from common import BIN, PYTHON, Row, bench_env, harness_sshd, percentile, ratio, stop_sshd, tail, timed_run
 
-from cockpit.core.connection import Connection, ConnectOptions, open_connection
+from cockpit.core.connect.connection import Connection, ConnectOptions, open_connection
+from cockpit.core.doctor.gather import take
+from cockpit.core.doctor.selection import Selection, SelectionError, select
+from cockpit.core.doctor.stack_program import NODE_PARALLEL
+from cockpit.core.doctor.stacks import StackGroup, StacksReport
 from cockpit.core.local.record import LocalCluster, token_file
-from cockpit.core.stack_gather import NODE_PARALLEL, Selection, SelectionError, select, take
-from cockpit.core.stacks import StackGroup, StacksReport
 from cockpit.core.targets import parse_target
 
 if TYPE_CHECKING:

@@ -3,7 +3,8 @@
 Each round runs `python -c pass` and `python -c 'import X'` for every X in fresh processes, the order
 rotated every round; the cost of X is the median of its per-round difference to the same round's
 `pass`, so a load spike hits both sides of a difference. One extra process per module reports which of
-`ray`, `textual`, `aiohttp` and `asyncssh` the import pulled in (`sys.modules`): `cockpit.core.connection`,
+`ray`, `textual`, `aiohttp` and `asyncssh` the import pulled in (`sys.modules`):
+`cockpit.core.connect.connection`,
 what `cockpit status` loads beyond the argparse-only `cockpit.cli` (TARGET to dashboard client, aiohttp),
 must pull in neither Ray nor Textual.
 """
@@ -18,7 +19,7 @@ from typing import Any
 from common import PYTHON, REPO, Row, Stats, bench_env, ratio, timed_run
 
 NAME = "startup"
-STATUS_PATH = "cockpit.core.connection"
+STATUS_PATH = "cockpit.core.connect.connection"
 """The commands import lazily; this is what `cockpit status` adds to the parser (results in
 BENCHMARKS.md from before the `cockpit/cli/` package name `cockpit.commands`, which held every command)."""
 MODULES = (STATUS_PATH, "ray", "cockpit.ui.app", "textual.app")

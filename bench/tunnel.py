@@ -56,9 +56,9 @@ from common import (
     stop_sshd,
 )
 
-from cockpit.core.connection import Connection, ConnectOptions, open_connection
+from cockpit.core.cluster.dashboard import DashboardClient
+from cockpit.core.connect.connection import Connection, ConnectOptions, open_connection
 from cockpit.core.local.record import LocalCluster
-from cockpit.core.ray_api import DashboardClient
 from cockpit.core.targets import parse_target
 
 if TYPE_CHECKING:

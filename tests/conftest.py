@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.core import profiles
+from cockpit.core.jobs import profiles
 from tests.harness.cluster import ClusterHandle, running_cluster
 from tests.harness.ray_versions import MATRIX, OldHead, build_in_background, old_head
 from tests.harness.slurm import SlurmCluster, missing_slurm_binaries, start_slurm

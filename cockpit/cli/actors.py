@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 from cockpit.cli.common import EXIT_OK, EXIT_STUCK, add_connect_options, connect_options, err
 
 if TYPE_CHECKING:
-    from cockpit.core.actors import ActorList
-    from cockpit.core.pending import PendingReport
+    from cockpit.core.actors.listing import ActorList
+    from cockpit.core.actors.pending import PendingReport
     from cockpit.core.snapshots import ActorRow
 
 
@@ -42,10 +42,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def actors(args: argparse.Namespace) -> int:
-    from cockpit.core.actors import MAX_LIMIT, list_actors, parse_query
-    from cockpit.core.connection import open_dashboard
+    from cockpit.core.actors.listing import MAX_LIMIT, list_actors, parse_query
+    from cockpit.core.actors.pending import fetch_pending
+    from cockpit.core.connect.connection import open_dashboard
     from cockpit.core.errors import CockpitError
-    from cockpit.core.pending import fetch_pending
     from cockpit.core.targets import parse_target
 
     if not 0 < args.limit <= MAX_LIMIT:
@@ -58,7 +58,7 @@ def actors(args: argparse.Namespace) -> int:
     if query.problems:
         raise CockpitError(f"{query.problems[0]}.")
     target = parse_target(args.target)
-    from cockpit.core.roles import load_role_rules
+    from cockpit.core.actors.roles import load_role_rules
 
     rules, problem = load_role_rules()
     if problem:

@@ -22,9 +22,9 @@ from cockpit.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from cockpit.core.connection import ConnectOptions
-    from cockpit.core.join import JoinProgress
-    from cockpit.core.slurm import SlurmJob
+    from cockpit.core.cluster.join import JoinProgress
+    from cockpit.core.connect.connection import ConnectOptions
+    from cockpit.core.slurm.queue import SlurmJob
     from cockpit.core.snapshots import NodeSnapshot
     from cockpit.core.targets import Target
 
@@ -94,7 +94,7 @@ def local_down(args: argparse.Namespace) -> int:
 
 
 def local_status(args: argparse.Namespace) -> int:
-    from cockpit.core.connection import ConnectOptions
+    from cockpit.core.connect.connection import ConnectOptions
     from cockpit.core.local import processes, record
     from cockpit.core.targets import Target
 
@@ -112,7 +112,7 @@ def local_status(args: argparse.Namespace) -> int:
 
 
 async def fetch_nodes(target: Target, options: ConnectOptions) -> tuple[NodeSnapshot, ...]:
-    from cockpit.core.connection import open_dashboard
+    from cockpit.core.connect.connection import open_dashboard
 
     async with open_dashboard(target, options) as client:
         return await client.nodes(fresh=True)
@@ -169,8 +169,8 @@ def status(args: argparse.Namespace) -> int:
 
 
 async def _status(target: Target, options: ConnectOptions, as_json: bool) -> int:
-    from cockpit.core.connection import open_connection
-    from cockpit.core.join import JoinProgress
+    from cockpit.core.cluster.join import JoinProgress
+    from cockpit.core.connect.connection import open_connection
     from cockpit.core.snapshots import NA
 
     async with open_connection(target, options) as connection:
@@ -182,8 +182,8 @@ async def _status(target: Target, options: ConnectOptions, as_json: bool) -> int
     job = connection.slurm
     progress = JoinProgress.of(nodes, job.num_nodes, job.gpus) if job else JoinProgress.of(nodes)
     job_counts = Counter(job.status for job in jobs)
+    from cockpit.core.cluster.versions import range_warning
     from cockpit.core.text import clean
-    from cockpit.core.versions import range_warning
 
     warning = range_warning(info.ray_version)
     if warning:
@@ -264,10 +264,10 @@ async def _wait(
     timeout: float,
     interval: float,
 ) -> int:
-    from cockpit.core import slurm
-    from cockpit.core.connection import Connection, open_connection
-    from cockpit.core.join import JoinProgress
-    from cockpit.core.ray_api import DashboardError
+    from cockpit.core.cluster.errors import DashboardError
+    from cockpit.core.cluster.join import JoinProgress
+    from cockpit.core.connect.connection import Connection, open_connection
+    from cockpit.core.slurm import queue as slurm
     from cockpit.core.ssh.errors import SshError
     from cockpit.core.text import clean
     from cockpit.core.units import duration
@@ -338,8 +338,7 @@ async def _wait(
 async def _slurm_still_there(target: Target, checked: float) -> float:
     """For a slurm target whose head does not answer (yet): raise if the job ended (no point waiting).
     Asks Slurm at most every 10 s (CHECKED: when it last did); returns when it last asked."""
-    from cockpit.core import slurm
-
+    from cockpit.core.slurm import queue as slurm
     if target.kind != "slurm" or target.slurm_job is None:
         return checked
     if time.monotonic() - checked < slurm.PENDING_POLL_SECONDS:

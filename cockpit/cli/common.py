@@ -15,8 +15,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
-    from cockpit.core.connection import ConnectOptions
-    from cockpit.core.preflight import Check
+    from cockpit.core.connect.connection import ConnectOptions
+    from cockpit.core.jobs.preflight import Check
     from cockpit.core.ssh.errors import UnknownHostKey
 
 EXIT_OK = 0
@@ -100,8 +100,8 @@ def connect_options(
 
     `timeout`: seconds for one dashboard request (default: ConnectOptions' own).
     """
-    from cockpit.core.config import settings
-    from cockpit.core.connection import ConnectOptions
+    from cockpit.core.config.settings import settings
+    from cockpit.core.connect.connection import ConnectOptions
 
     config = settings()
     if interactive is None:

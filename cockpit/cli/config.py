@@ -20,7 +20,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def show_config(args: argparse.Namespace) -> int:
-    from cockpit.core.config import FIELDS, load, show
+    from cockpit.core.config.settings import FIELDS, load, show
 
     config = load()
     for problem in config.problems:
@@ -44,7 +44,7 @@ def show_config(args: argparse.Namespace) -> int:
 
 def show_keys(args: argparse.Namespace) -> int:
     import cockpit.ui.app  # noqa: F401  # every screen, pane and dialog, with their bindings
-    from cockpit.core.config import load
+    from cockpit.core.config.settings import load
     from cockpit.ui.keymap import all_bindings, check_keys
 
     config = load()

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 from cockpit.cli.common import EXIT_OK, add_connect_options, connect_options, say
 
 if TYPE_CHECKING:
-    from cockpit.core.connection import Connection
-    from cockpit.core.debug_session import DebugSession, LegacySession
-    from cockpit.core.paused import PausedWorker
+    from cockpit.core.connect.connection import Connection
+    from cockpit.core.debug.paused import PausedWorker
+    from cockpit.core.debug.session import DebugSession, LegacySession
 
 CONSOLE_HELP = """commands:
   where | bt        the stack (> marks the selected frame)
@@ -78,9 +78,9 @@ def chosen(workers: list[PausedWorker], attach: str) -> PausedWorker:
 
 
 def debug(args: argparse.Namespace) -> int:
-    from cockpit.core.connection import open_connection
-    from cockpit.core.debug_session import discover, settle
-    from cockpit.core.paused import PausedCache
+    from cockpit.core.connect.connection import open_connection
+    from cockpit.core.debug.paused import PausedCache
+    from cockpit.core.debug.session import discover, settle
     from cockpit.core.targets import parse_target
 
     target = parse_target(args.target)
@@ -108,7 +108,7 @@ def debug(args: argparse.Namespace) -> int:
 
 
 def print_sessions(workers: list[PausedWorker], total: int, as_json: bool) -> None:
-    from cockpit.core.paused import group_paused
+    from cockpit.core.debug.paused import group_paused
     from cockpit.core.text import clean
 
     groups = group_paused(workers)
@@ -158,7 +158,7 @@ async def _read_line(prompt: str) -> str | None:
 
 
 async def dap_console(connection: Connection, worker: PausedWorker) -> None:
-    from cockpit.core.debug_session import AttachError, DebugSession
+    from cockpit.core.debug.session import AttachError, DebugSession
     from cockpit.core.text import clean
 
     say(f"attaching to {clean(worker.label())} at {worker.address} ...")
@@ -202,8 +202,8 @@ class DapConsole:
         return f"> {clean(frame.path)}({frame.line}){clean(frame.name)}()"
 
     async def run(self, line: str) -> str:
-        from cockpit.core.dap import DapError
-        from cockpit.core.debug_session import AttachError
+        from cockpit.core.debug.dap import DapError
+        from cockpit.core.debug.session import AttachError
         from cockpit.core.text import clean
 
         command, _, rest = line.strip().partition(" ")
@@ -260,7 +260,7 @@ class DapConsole:
         return frames[self.index].id if frames else None
 
     async def _pretty(self, expression: str) -> str | None:
-        from cockpit.core.dap import DapError
+        from cockpit.core.debug.dap import DapError
 
         try:
             value = await self.session.client.evaluate(
@@ -313,7 +313,7 @@ class DapConsole:
 
 
 async def legacy_console(connection: Connection, worker: PausedWorker) -> None:
-    from cockpit.core.debug_session import LegacySession
+    from cockpit.core.debug.session import LegacySession
     from cockpit.core.text import clean
 
     head = await _head_node_id(connection)

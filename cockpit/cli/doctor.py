@@ -16,11 +16,11 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
     from pathlib import Path
 
-    from cockpit.core.connection import Connection
-    from cockpit.core.hang import HangPolicy
-    from cockpit.core.ray_api import DashboardClient
+    from cockpit.core.cluster.dashboard import DashboardClient
+    from cockpit.core.connect.connection import Connection
+    from cockpit.core.doctor.hang import HangPolicy
+    from cockpit.core.doctor.stacks import Collector, StacksReport
     from cockpit.core.snapshots import JobRow
-    from cockpit.core.stacks import Collector, StacksReport
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -72,9 +72,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def stacks(args: argparse.Namespace) -> int:
-    from cockpit.core.connection import open_connection
+    from cockpit.core.connect.connection import open_connection
+    from cockpit.core.doctor.gather import take
+    from cockpit.core.doctor.selection import SelectionError, select
     from cockpit.core.errors import CockpitError
-    from cockpit.core.stack_gather import SelectionError, select, take
     from cockpit.core.targets import parse_target
 
     target = parse_target(args.target)
@@ -106,7 +107,7 @@ def stacks(args: argparse.Namespace) -> int:
 
 
 def print_report(report: StacksReport, as_json: bool, full: bool = True) -> None:
-    from cockpit.core.stacks import merge_failures, render_text, report_json
+    from cockpit.core.doctor.stacks import merge_failures, render_text, report_json
     from cockpit.core.text import clean
 
     if as_json:
@@ -175,8 +176,8 @@ def _flags(args: argparse.Namespace) -> tuple[float | None, re.Pattern[str] | No
 def _policy_for(args: argparse.Namespace, job: JobRow) -> tuple[HangPolicy, str]:
     """The watch's policy: the job's profile (its metadata names it), the flags on top; and a line when
     the profile could not be read."""
-    from cockpit.core.hang import HangPolicy
-    from cockpit.core.progress import job_policy
+    from cockpit.core.doctor.hang import HangPolicy
+    from cockpit.core.doctor.progress import job_policy
 
     override, progress = _flags(args)
     policy, problem = job_policy(job)
@@ -191,7 +192,7 @@ def _policy_for(args: argparse.Namespace, job: JobRow) -> tuple[HangPolicy, str]
 
 def watch(args: argparse.Namespace) -> int:
     from cockpit.cli.common import EXIT_HANG
-    from cockpit.core.connection import open_connection
+    from cockpit.core.connect.connection import open_connection
     from cockpit.core.errors import CockpitError
     from cockpit.core.targets import parse_target
 
@@ -213,12 +214,19 @@ async def _watch(connection: Connection, args: argparse.Namespace, local: bool) 
     from pathlib import Path
 
     from cockpit.cli.common import EXIT_HANG
+    from cockpit.core.cluster.errors import DashboardError
+    from cockpit.core.doctor.gather import take
+    from cockpit.core.doctor.hang import ProgressWatch
+    from cockpit.core.doctor.progress import (
+        NODES_EVERY,
+        describe_policy,
+        follow_driver,
+        gpu_readings,
+        job_nodes,
+    )
+    from cockpit.core.doctor.selection import SelectionError, select
     from cockpit.core.errors import CockpitError
-    from cockpit.core.hang import ProgressWatch
-    from cockpit.core.progress import NODES_EVERY, describe_policy, follow_driver, gpu_readings, job_nodes
-    from cockpit.core.ray_api import DashboardError
     from cockpit.core.snapshots import match_job
-    from cockpit.core.stack_gather import SelectionError, select, take
     from cockpit.core.text import clean
     from cockpit.core.units import duration
 
@@ -317,7 +325,7 @@ def _safe_name(key: str) -> str:
 
 
 def _save(out: Path, report: StacksReport, headline: str) -> None:
-    from cockpit.core.stacks import render_text, report_json
+    from cockpit.core.doctor.stacks import render_text, report_json
     from cockpit.core.text import clean
 
     if out.suffix == ".json":

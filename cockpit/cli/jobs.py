@@ -24,11 +24,11 @@ from cockpit.cli.common import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from cockpit.core.connection import ConnectOptions
-    from cockpit.core.launch import LaunchPlan
-    from cockpit.core.overrides import Override
-    from cockpit.core.profiles import Profile
-    from cockpit.core.ray_api import DashboardClient
+    from cockpit.core.cluster.dashboard import DashboardClient
+    from cockpit.core.connect.connection import ConnectOptions
+    from cockpit.core.jobs.launch import LaunchPlan
+    from cockpit.core.jobs.overrides import Override
+    from cockpit.core.jobs.profiles import Profile
     from cockpit.core.snapshots import ActorRow, JobRow
     from cockpit.core.targets import Target
 
@@ -95,7 +95,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def jobs(args: argparse.Namespace) -> int:
-    from cockpit.core.connection import open_dashboard
+    from cockpit.core.connect.connection import open_dashboard
     from cockpit.core.targets import parse_target
     from cockpit.core.units import ago
 
@@ -118,7 +118,7 @@ def jobs(args: argparse.Namespace) -> int:
 
 
 def stop(args: argparse.Namespace) -> int:
-    from cockpit.core.connection import open_dashboard
+    from cockpit.core.connect.connection import open_dashboard
     from cockpit.core.targets import parse_target
 
     target = parse_target(args.target)
@@ -136,8 +136,8 @@ def stop(args: argparse.Namespace) -> int:
 
 
 def submit(args: argparse.Namespace) -> int:
-    from cockpit.core import profiles
-    from cockpit.core.launch import parse_overrides
+    from cockpit.core.jobs import profiles
+    from cockpit.core.jobs.launch import parse_overrides
     from cockpit.core.targets import parse_target
 
     profile = profiles.load(profiles.find(args.profile, warn=err))
@@ -155,9 +155,9 @@ async def _dry_run(
 ) -> int:
     """The checklist against the target's nodes (only GETs; none when it cannot be reached) and the
     request, secrets masked. Nothing is submitted."""
-    from cockpit.core.connection import open_dashboard
+    from cockpit.core.connect.connection import open_dashboard
     from cockpit.core.errors import CockpitError
-    from cockpit.core.launch import plan
+    from cockpit.core.jobs.launch import plan
 
     ray_version = ""
     try:
@@ -183,8 +183,8 @@ async def _submit(
     force: bool,
     follow: bool,
 ) -> int:
-    from cockpit.core.connection import open_dashboard
-    from cockpit.core.launch import LaunchBlocked, plan, submit, with_cluster_checks
+    from cockpit.core.connect.connection import open_dashboard
+    from cockpit.core.jobs.launch import LaunchBlocked, plan, submit, with_cluster_checks
 
     async with open_dashboard(target, options) as client:
         launch: LaunchPlan = plan(profile, overrides, await client.nodes())
@@ -206,7 +206,7 @@ async def _submit(
 
 def log_writer(colour: bool) -> tuple[Callable[[bytes], object], Callable[[], None]]:
     """(write, end) for log bytes on stdout: without COLOUR, the log's escapes are taken out."""
-    from cockpit.core.logs import EscapeStripper
+    from cockpit.core.logs.buffer import EscapeStripper
 
     out = sys.stdout.buffer
     if colour:
@@ -228,8 +228,8 @@ async def follow_job(
     One log stream is held (it counts against the dashboard's request limit); when it drops it resumes
     with no line lost or repeated (LogTail). The end is read from the file once the job is over.
     """
-    from cockpit.core.log_sources import LogSource, LogTail
-    from cockpit.core.ray_api import DashboardError
+    from cockpit.core.cluster.errors import DashboardError
+    from cockpit.core.logs.sources import LogSource, LogTail
 
     write, end = log_writer(colour)
     job = await _job_when_driver_starts(client, submission_id)
@@ -284,7 +284,7 @@ async def _job_when_driver_starts(client: DashboardClient, submission_id: str) -
 
 
 def logs(args: argparse.Namespace) -> int:
-    from cockpit.core.connection import open_dashboard
+    from cockpit.core.connect.connection import open_dashboard
     from cockpit.core.errors import CockpitError
     from cockpit.core.targets import parse_target
 
@@ -297,7 +297,7 @@ def logs(args: argparse.Namespace) -> int:
     colour = colour_wanted(args.color)
 
     async def run() -> int:
-        from cockpit.core.log_sources import LogSource, LogTail
+        from cockpit.core.logs.sources import LogSource, LogTail
 
         async with open_dashboard(target, connect_options(args)) as client:
             if args.job:

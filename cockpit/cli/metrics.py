@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Literal
 from cockpit.cli.common import EXIT_FAIL, EXIT_OK, add_connect_options, connect_options, err
 
 if TYPE_CHECKING:
-    from cockpit.core.log_sources import LogTail
-    from cockpit.core.metric_series import KeyFilter, SeriesStore
-    from cockpit.core.metrics import Format, MetricsParser, Sample
-    from cockpit.core.ray_api import DashboardClient
+    from cockpit.core.cluster.dashboard import DashboardClient
+    from cockpit.core.logs.sources import LogTail
+    from cockpit.core.metrics.lines import Format, MetricsParser, Sample
+    from cockpit.core.metrics.series import KeyFilter, SeriesStore
     from cockpit.core.snapshots import JobRow
 
 Mode = Literal["table", "csv", "json"]
@@ -83,7 +83,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 def _flags(args: argparse.Namespace) -> tuple[Format | None, list[str]]:
     """--format and --keys, checked before anything is asked of the cluster."""
     from cockpit.core.errors import CockpitError
-    from cockpit.core.metrics import parse_format
+    from cockpit.core.metrics.lines import parse_format
 
     form = None
     if args.format is not None:
@@ -102,7 +102,7 @@ def _flags(args: argparse.Namespace) -> tuple[Format | None, list[str]]:
 
 
 def metrics(args: argparse.Namespace) -> int:
-    from cockpit.core.connection import open_dashboard
+    from cockpit.core.connect.connection import open_dashboard
     from cockpit.core.targets import parse_target
 
     form, keys = _flags(args)
@@ -118,11 +118,11 @@ def metrics(args: argparse.Namespace) -> int:
 async def _metrics(
     client: DashboardClient, args: argparse.Namespace, form: Format | None, keys: list[str]
 ) -> int:
+    from cockpit.core.doctor.progress import job_profile
     from cockpit.core.errors import CockpitError
-    from cockpit.core.log_sources import LogSource, LogTail
-    from cockpit.core.metric_series import KeyFilter, SeriesStore
-    from cockpit.core.metrics import MetricsParser, format_label, profile_format
-    from cockpit.core.progress import job_profile
+    from cockpit.core.logs.sources import LogSource, LogTail
+    from cockpit.core.metrics.lines import MetricsParser, format_label, profile_format
+    from cockpit.core.metrics.series import KeyFilter, SeriesStore
     from cockpit.core.snapshots import match_job
 
     job = match_job(await client.jobs(), args.job)
@@ -200,7 +200,7 @@ async def _when_driver_starts(client: DashboardClient, job: JobRow) -> JobRow:
 
 
 def _print_whole(store: SeriesStore, mode: Mode, columns: list[str]) -> None:
-    from cockpit.core.metric_series import format_value
+    from cockpit.core.metrics.series import format_value
 
     out = sys.stdout
     if mode == "csv":
@@ -245,7 +245,7 @@ class _Streamer:
     """--follow's output: the history first (CSV rows, JSON lines, or the table), then a row per step."""
 
     def __init__(self, mode: Mode, store: SeriesStore, wanted: KeyFilter | None) -> None:
-        from cockpit.core.metric_series import StepRows
+        from cockpit.core.metrics.series import StepRows
 
         self.mode = mode
         self.store = store
@@ -291,7 +291,7 @@ class _Streamer:
             sys.stdout.flush()
 
     def _row(self, row: Row) -> None:
-        from cockpit.core.metric_series import format_value
+        from cockpit.core.metrics.series import format_value
         from cockpit.core.text import clean
 
         step, values = row
@@ -323,8 +323,8 @@ async def _follow(
 ) -> JobRow:
     """Feed the driver log's new bytes to PARSER until the job ends, then its last bytes; returns the
     ended job. A quiet stream gives out the step being assembled."""
+    from cockpit.core.cluster.errors import DashboardError
     from cockpit.core.errors import CockpitError
-    from cockpit.core.ray_api import DashboardError
 
     queue: asyncio.Queue[bytes] = asyncio.Queue(maxsize=64)  # back-pressure on the stream
 

@@ -25,8 +25,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def list_profiles(args: argparse.Namespace) -> int:
-    from cockpit.core import profiles
-
+    from cockpit.core.jobs import profiles
     found, problems = profiles.discover(warn=err)
     for profile in found:
         shape = f"{profile.cluster.nodes}x{profile.cluster.gpus_per_node}"
@@ -37,13 +36,12 @@ def list_profiles(args: argparse.Namespace) -> int:
 
 
 def show(args: argparse.Namespace) -> int:
-    from cockpit.core import profiles
-
+    from cockpit.core.jobs import profiles
     profile = profiles.load(profiles.find(args.name, warn=err))
     print(json.dumps(profiles.render(profile, mask=True, check_secrets=False), indent=2, ensure_ascii=False))
     if profile.progress or profile.hang_after is not None:
         # Not part of the job request, so not in the JSON (which scripts read): one line on stderr.
-        from cockpit.core.hang import DEFAULT_HANG_AFTER
+        from cockpit.core.doctor.hang import DEFAULT_HANG_AFTER
         from cockpit.core.text import clean
         from cockpit.core.units import duration
 
@@ -55,7 +53,7 @@ def show(args: argparse.Namespace) -> int:
         after = duration(DEFAULT_HANG_AFTER if profile.hang_after is None else profile.hang_after)
         say(f"hang detector: progress is {progress}; no progress for {after} is a hang", sys.stderr)
     if profile.metrics:
-        from cockpit.core.metrics import FORMATS
+        from cockpit.core.metrics.lines import FORMATS
         from cockpit.core.text import clean
 
         shown = (
@@ -66,8 +64,8 @@ def show(args: argparse.Namespace) -> int:
 
 
 def check(args: argparse.Namespace) -> int:
-    from cockpit.core import profiles
-    from cockpit.core.preflight import preflight
+    from cockpit.core.jobs import profiles
+    from cockpit.core.jobs.preflight import preflight
 
     if args.files:
         loaded: list[profiles.Profile | str] = []

@@ -49,8 +49,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 def up(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from cockpit.core import launch, profiles, slurm_script
-    from cockpit.core.launch import parse_overrides
+    from cockpit.core.jobs import launch, profiles
+    from cockpit.core.jobs.launch import parse_overrides
+    from cockpit.core.slurm import script as slurm_script
 
     profile = profiles.load(profiles.find(args.profile, warn=err))
     nodes = args.nodes if args.nodes is not None else profile.cluster.nodes

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 from cockpit.cli.common import EXIT_OK, EXIT_USAGE, add_connect_options, connect_options, err, say
 
 if TYPE_CHECKING:
-    from cockpit.core.profiles import Profile
-    from cockpit.core.ray_api import DashboardClient
+    from cockpit.core.cluster.dashboard import DashboardClient
+    from cockpit.core.jobs.profiles import Profile
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -35,7 +35,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def connect(args: argparse.Namespace) -> int:
-    from cockpit.core.config import settings
+    from cockpit.core.config.settings import settings
     from cockpit.core.targets import parse_target
 
     raw = args.target or settings().target
@@ -65,14 +65,13 @@ async def submit_demo_job(client: DashboardClient, profile: Profile, submission_
     Raises:
         LaunchBlocked: a static check failed (a secret not set, an RLinf placement that does not add up).
     """
-    from cockpit.core import launch
-
+    from cockpit.core.jobs import launch
     return await launch.submit(client, launch.plan(profile, submission_id=submission_id))
 
 
 def demo(args: argparse.Namespace) -> int:
-    from cockpit.core import profiles
-    from cockpit.core.connection import ConnectOptions, open_dashboard
+    from cockpit.core.connect.connection import ConnectOptions, open_dashboard
+    from cockpit.core.jobs import profiles
     from cockpit.core.local import processes, record
     from cockpit.core.targets import Target
 

@@ -1,5 +1,7 @@
-"""Provides the headless core of the cockpit: targets, the dashboard client, snapshots, local clusters.
+"""Provides the headless core of the cockpit, one package a subject (cluster, connect, jobs, logs, metrics,
+actors, gpu, debug, doctor, slurm, ssh, local, config) over five shared modules (errors, snapshots, units,
+text, targets). `docs/where-things-go.md` says what each holds.
 
-Nothing under `cockpit.core` imports Textual (tests/unit/test_import_hygiene.py proves it), and only
-`local.processes` (the `ray` CLI) and the demo workload touch Ray.
+Nothing under `cockpit.core` imports Textual or Ray, and a package imports only those below it: the
+import-linter contracts in pyproject.toml say which, and `lint-imports` checks them.
 """

@@ -9,7 +9,21 @@ from __future__ import annotations
 
 import re
 
-from cockpit.core.logs import strip_ansi
+ANSI = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC: titles, hyperlinks
+    r"|\x1b[@-Z\\-_]"  # other two-byte escapes
+)
+"""An ANSI escape: CSI (colours, cursor moves), OSC (titles, hyperlinks), other two-byte escapes."""
+
+
+def strip_ansi(text: str) -> str:
+    """TEXT without its ANSI escape sequences (colours, cursor moves, OSC titles)."""
+    return ANSI.sub("", text) if "\x1b" in text else text
+
+
+MASK = "••••••"
+"""What a secret shows as (a profile's `${env:WANDB_API_KEY}`, an actor's env var named like a key)."""
 
 REPLACEMENT = "\ufffd"
 """What a control character shows as: one character for one, so offsets into the text stay valid."""

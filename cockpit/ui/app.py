@@ -22,13 +22,13 @@ from textual.css.errors import StylesheetError
 from textual.css.stylesheet import Stylesheet
 from textual.worker import Worker, WorkerState
 
-from cockpit.core.config import Config, settings
-from cockpit.core.connection import Connection, ConnectOptions
-from cockpit.core.debug_session import settle
+from cockpit.core.actors.roles import load_role_rules
+from cockpit.core.cluster.dashboard import DashboardClient
+from cockpit.core.config.layouts import Layout, load_layout_or_default
+from cockpit.core.config.settings import Config, settings
+from cockpit.core.connect.connection import Connection, ConnectOptions
+from cockpit.core.debug.session import settle
 from cockpit.core.errors import CockpitError
-from cockpit.core.layouts import Layout, load_layout_or_default
-from cockpit.core.ray_api import DashboardClient
-from cockpit.core.roles import load_role_rules
 from cockpit.core.targets import Target
 from cockpit.ui.commands import CockpitCommands
 from cockpit.ui.feeds.actors import ActorsFeed

@@ -13,7 +13,7 @@ from typing import Any
 from textual.binding import Binding
 from textual.dom import DOMNode
 
-from cockpit.core.config import Config
+from cockpit.core.config.settings import Config
 
 
 def _subclasses(cls: type[Any]) -> Iterator[type[Any]]:

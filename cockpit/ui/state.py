@@ -18,25 +18,25 @@ from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from textual.message import Message
 
-from cockpit.core.actor_table import ActorIndex
-from cockpit.core.actors import ActorList
-from cockpit.core.gpu_board import GpuBoard, GpuFleet
-from cockpit.core.join import JoinProgress
-from cockpit.core.layouts import Layout
-from cockpit.core.metric_series import NonFinite, SeriesStore
-from cockpit.core.paused import PausedCache, PausedGroup, PausedWorker
-from cockpit.core.pending import PendingReport
-from cockpit.core.slurm import SlurmJob
+from cockpit.core.actors.listing import ActorList
+from cockpit.core.actors.pending import PendingReport
+from cockpit.core.actors.table import ActorIndex
+from cockpit.core.cluster.join import JoinProgress
+from cockpit.core.config.layouts import Layout
+from cockpit.core.debug.paused import PausedCache, PausedGroup, PausedWorker
+from cockpit.core.doctor.stacks import StacksReport
+from cockpit.core.gpu.board import GpuBoard, GpuFleet
+from cockpit.core.metrics.series import NonFinite, SeriesStore
+from cockpit.core.slurm.queue import SlurmJob
 from cockpit.core.snapshots import ActorRow, ClusterInfo, ClusterSnapshot, JobRow
-from cockpit.core.stacks import StacksReport
 from cockpit.core.targets import Target
 
 if TYPE_CHECKING:
     from textual.app import App
 
-    from cockpit.core.connection import Connection
-    from cockpit.core.debug_session import DebugSession
-    from cockpit.core.ray_api import DashboardClient
+    from cockpit.core.cluster.dashboard import DashboardClient
+    from cockpit.core.connect.connection import Connection
+    from cockpit.core.debug.session import DebugSession
 
 Need = Literal["nodes", "jobs", "gpus", "actors", "actor_list", "paused"]
 """A resource a screen (or a watcher) can declare it needs. Nodes (join progress, the status bar)

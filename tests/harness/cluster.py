@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cockpit.core.connection import ConnectOptions
+from cockpit.core.cluster.dashboard import DashboardClient
+from cockpit.core.connect.connection import ConnectOptions
 from cockpit.core.local import processes, record
 from cockpit.core.local.record import LocalCluster
-from cockpit.core.ray_api import DashboardClient
 
 NODES = 3
 GPUS_PER_NODE = 2

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cockpit.core import profiles
-from cockpit.core.paused import PausedWorker, find_paused
-from cockpit.core.ray_api import DashboardClient
+from cockpit.core.cluster.dashboard import DashboardClient
+from cockpit.core.debug.paused import PausedWorker, find_paused
+from cockpit.core.jobs import profiles
 from cockpit.demo import trainer
 from tests.harness.cluster import ClusterHandle
 

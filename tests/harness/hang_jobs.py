@@ -14,11 +14,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from cockpit.core import profiles
-from cockpit.core.connection import Connection
-from cockpit.core.ray_api import DashboardClient
-from cockpit.core.stack_gather import SelectionError, select, take
-from cockpit.core.stacks import StacksReport
+from cockpit.core.cluster.dashboard import DashboardClient
+from cockpit.core.connect.connection import Connection
+from cockpit.core.doctor.gather import take
+from cockpit.core.doctor.selection import SelectionError, select
+from cockpit.core.doctor.stacks import StacksReport
+from cockpit.core.jobs import profiles
 from tests.harness.cluster import ClusterHandle
 from tests.harness.debug_jobs import CrashJob, _stop, _submit
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from importlib.metadata import version as installed_version
 from pathlib import Path
 
-from cockpit.core.versions import TESTED
+from cockpit.core.cluster.versions import TESTED
 from tests.harness.sshd import find_free_port
 
 VENVS = Path(os.environ.get("COCKPIT_RAY_VENVS", Path.home() / ".cache" / "ray-cockpit" / "ray-venvs"))

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.core.connection import ConnectOptions, open_connection
-from cockpit.core.debug_session import DebugSession, LegacySession, discover, settle
-from cockpit.core.legacy_pdb import find_legacy
-from cockpit.core.paused import PausedCache, group_paused
+from cockpit.core.connect.connection import ConnectOptions, open_connection
+from cockpit.core.debug.legacy_pdb import find_legacy
+from cockpit.core.debug.paused import PausedCache, group_paused
+from cockpit.core.debug.session import DebugSession, LegacySession, discover, settle
 from cockpit.core.targets import parse_target
 from tests.harness.cluster import ClusterHandle
 from tests.harness.debug_jobs import (

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.core.connection import open_connection
+from cockpit.core.connect.connection import open_connection
 from cockpit.core.errors import CockpitError, LocalClusterError
 from cockpit.core.local import ownership, processes, record
 from cockpit.core.targets import parse_target

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from ray.dashboard.modules.log.log_agent import find_start_offset_last_n_lines_from_offset
 
-from cockpit.core.connection import open_connection
+from cockpit.core.cluster.dashboard import DashboardClient
+from cockpit.core.connect.connection import open_connection
 from cockpit.core.local import record
-from cockpit.core.log_sources import LogSource, LogTail
-from cockpit.core.ray_api import DashboardClient
+from cockpit.core.logs.sources import LogSource, LogTail
 from cockpit.core.targets import parse_target
 from tests.harness.cluster import ClusterHandle
 from tests.harness.relay import relay

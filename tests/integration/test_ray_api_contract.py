@@ -21,15 +21,10 @@ from typing import TypeVar
 
 import pytest
 
-from cockpit.core.ray_api import (
-    DashboardClient,
-    DashboardUnreachable,
-    NotFound,
-    ProfilingDisabled,
-    RequestRejected,
-)
+from cockpit.core.cluster.dashboard import DashboardClient
+from cockpit.core.cluster.errors import DashboardUnreachable, NotFound, ProfilingDisabled, RequestRejected
+from cockpit.core.cluster.versions import parse_version
 from cockpit.core.snapshots import NA, JobRow
-from cockpit.core.versions import parse_version
 from tests.harness.cluster import ClusterHandle
 from tests.harness.ray_versions import MATRIX, OldHead
 
@@ -422,7 +417,7 @@ def test_jobs_submit_stop_and_delete_per_version(workload: Workload) -> None:
 def test_working_dir_package_upload_per_version(workload: Workload) -> None:
     """The cockpit's own upload (the zip as Ray's SDK makes it, PUT under a content name) is read by
     each version's runtime_env as a working_dir."""
-    from cockpit.core.launch import upload_working_dir
+    from cockpit.core.jobs.launch import upload_working_dir
 
     source = workload.head.temp_dir / f"wd-{workload.head.version}"
     source.mkdir(exist_ok=True)

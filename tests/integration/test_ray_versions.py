@@ -14,12 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.core.connection import open_connection
-from cockpit.core.debug_session import DebugSession, discover
-from cockpit.core.log_sources import LogSource, LogTail
-from cockpit.core.paused import PausedCache
-from cockpit.core.ray_api import DashboardClient, NotFound
-from cockpit.core.stack_gather import SelectionError, select, take
+from cockpit.core.cluster.dashboard import DashboardClient
+from cockpit.core.cluster.errors import NotFound
+from cockpit.core.connect.connection import open_connection
+from cockpit.core.debug.paused import PausedCache
+from cockpit.core.debug.session import DebugSession, discover
+from cockpit.core.doctor.gather import take
+from cockpit.core.doctor.selection import SelectionError, select
+from cockpit.core.logs.sources import LogSource, LogTail
 from cockpit.core.targets import parse_target
 from tests.harness.hang_jobs import SAVERS_STUCK
 from tests.harness.ray_versions import OLD, OldHead

@@ -16,8 +16,8 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from cockpit.core.connection import ConnectOptions, open_connection
-from cockpit.core.ray_api import DashboardUnreachable
+from cockpit.core.cluster.errors import DashboardUnreachable
+from cockpit.core.connect.connection import ConnectOptions, open_connection
 from cockpit.core.ssh.errors import HostKeyChanged, SshError, UnknownHostKey
 from cockpit.core.ssh.link import SshLink, SshOptions
 from cockpit.core.targets import parse_target

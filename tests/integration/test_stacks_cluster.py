@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.core.connection import open_connection
+from cockpit.core.cluster.errors import ProfilingDisabled
+from cockpit.core.connect.connection import open_connection
+from cockpit.core.doctor.gather import take
+from cockpit.core.doctor.selection import select
 from cockpit.core.local import record
-from cockpit.core.ray_api import ProfilingDisabled
-from cockpit.core.stack_gather import select, take
 from cockpit.core.targets import parse_target
 from tests.harness.cluster import ClusterHandle, running_cluster
 from tests.harness.debug_jobs import _stop, _submit

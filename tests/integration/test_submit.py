@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.core.launch import submit_request
+from cockpit.core.cluster.dashboard import DashboardClient
+from cockpit.core.jobs.launch import submit_request
 from cockpit.core.local import record
-from cockpit.core.ray_api import DashboardClient
 from tests.harness.cluster import ClusterHandle
 from tests.harness.run import run_cockpit
 
@@ -145,8 +145,7 @@ async def test_the_demo_submit_uploads_once_and_never_submits_twice(
     ray_cluster: ClusterHandle, tmp_path: Path
 ) -> None:
     from cockpit.cli.tui import submit_demo_job
-    from cockpit.core import profiles
-
+    from cockpit.core.jobs import profiles
     code = tmp_path / "code"
     code.mkdir()
     # Content unique to this run: the package is named by its content, and the session cluster keeps it.

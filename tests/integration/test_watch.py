@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.core.connection import open_connection
+from cockpit.core.connect.connection import open_connection
 from cockpit.core.targets import parse_target
 from tests.harness.cluster import ClusterHandle
 from tests.harness.debug_jobs import _stop

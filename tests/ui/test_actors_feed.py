@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from textual.app import App
 
-from cockpit.core.actors import ActorQuery, actor_list
-from cockpit.core.pending import PendingReport
+from cockpit.core.actors.listing import ActorQuery, actor_list
+from cockpit.core.actors.pending import PendingReport
 from cockpit.core.snapshots import ActorRow, ClusterSnapshot, Listing, ListMeta
 from cockpit.core.targets import parse_target
 from cockpit.ui.feeds import actors as feed_module

@@ -17,11 +17,11 @@ from rich.console import Console
 from textual import events
 from textual.widgets import Input
 
-from cockpit.core import parse
-from cockpit.core.actor_table import ActorIndex
-from cockpit.core.actors import ActorQuery, actor_list
-from cockpit.core.pending import PendingReport, StuckItem
-from cockpit.core.roles import DEFAULT_RULES
+from cockpit.core.actors.listing import ActorQuery, actor_list
+from cockpit.core.actors.pending import PendingReport, StuckItem
+from cockpit.core.actors.roles import DEFAULT_RULES
+from cockpit.core.actors.table import ActorIndex
+from cockpit.core.cluster import parse
 from cockpit.core.snapshots import ActorRow, ActorSummary, Listing, ListMeta
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.feeds.actors import role_counts

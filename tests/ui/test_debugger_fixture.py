@@ -8,7 +8,7 @@ import re
 import time
 from dataclasses import replace
 
-from cockpit.core.paused import ExceptionSummary, PausedWorker, group_paused
+from cockpit.core.debug.paused import ExceptionSummary, PausedWorker, group_paused
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.screens.debugger import DebuggerScreen
 from cockpit.ui.state import CockpitState

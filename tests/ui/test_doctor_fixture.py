@@ -9,8 +9,8 @@ import re
 import time
 from dataclasses import replace
 
+from cockpit.core.doctor.stacks import Frame, ProcessStack, StacksReport, ThreadStack
 from cockpit.core.snapshots import JobRow
-from cockpit.core.stacks import Frame, ProcessStack, StacksReport, ThreadStack
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.screens.doctor import DoctorScreen
 from cockpit.ui.state import CockpitState, JobWatch

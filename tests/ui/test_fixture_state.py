@@ -16,8 +16,8 @@ import pytest
 from textual.geometry import Region
 from textual.widgets import DataTable
 
-from cockpit.core import parse
-from cockpit.core.gpu_board import GpuBoard
+from cockpit.core.cluster import parse
+from cockpit.core.gpu.board import GpuBoard
 from cockpit.core.snapshots import ActorRow, ClusterSnapshot, LogIndex
 from cockpit.core.ssh.errors import UnknownHostKey
 from cockpit.core.targets import parse_target
@@ -110,7 +110,7 @@ async def test_cluster_jobs_and_gpu_screens_show_a_fixture_state() -> None:
 async def test_the_launcher_refuses_a_malformed_override_with_the_clis_words() -> None:
     from textual.widgets import Input
 
-    from cockpit.core import launch
+    from cockpit.core.jobs import launch
     from cockpit.ui.screens.launcher import LaunchScreen
 
     try:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.core.connection import ConnectOptions
-from cockpit.core.gpu_agents import READ_PROGRAM
+from cockpit.core.connect.connection import ConnectOptions
+from cockpit.core.connect.programs import READ_PROGRAM
 from cockpit.core.targets import parse_target
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.screens.gpus import GpuScreen

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from rich.style import Style
 from textual.app import App, ComposeResult
 
-from cockpit.core import parse
-from cockpit.core.gpu_board import GpuBoard, GpuFleet, SortKey
+from cockpit.core.cluster import parse
+from cockpit.core.gpu.board import GpuBoard, GpuFleet, SortKey
 from cockpit.core.snapshots import ActorRow, NodeSnapshot
 from cockpit.ui.widgets.gpu_heatmap import CLASSES, EMPTY, GpuHeatmap, cursor_detail
 from cockpit.ui.widgets.gpu_list import GpuList

@@ -87,8 +87,7 @@ async def test_launch_from_the_tui_runs_to_success_then_delete(ray_cluster: Clus
 
 
 async def test_stop_asks_first_then_the_job_ends_stopped(ray_cluster: ClusterHandle) -> None:
-    from cockpit.core import launch, profiles
-
+    from cockpit.core.jobs import launch, profiles
     plan = launch.plan(profiles.load(profiles.find("demo")), launch.parse_overrides(["steps=1000"]))
     app = CockpitApp(parse_target("local"))
     async with app.run_test(size=(140, 40)) as pilot:

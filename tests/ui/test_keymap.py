@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cockpit.core.config import load
+from cockpit.core.config.settings import load
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.screens.confirm import ConfirmScreen
 from cockpit.ui.screens.help import HelpScreen

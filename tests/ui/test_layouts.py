@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.core.layouts import COCKPIT_PANES, known_layouts, load_layout, load_layout_or_default
+from cockpit.core.config.layouts import COCKPIT_PANES, known_layouts, load_layout, load_layout_or_default
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.screens.cluster import ClusterScreen
 from cockpit.ui.screens.cockpit import CockpitLayoutScreen, PaneBox

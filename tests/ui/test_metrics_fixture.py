@@ -8,8 +8,8 @@ import math
 import random
 import re
 
-from cockpit.core.metric_series import SeriesStore
-from cockpit.core.metrics import MetricsParser
+from cockpit.core.metrics.lines import MetricsParser
+from cockpit.core.metrics.series import SeriesStore
 from cockpit.core.snapshots import JobRow
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.screens.metrics import MetricsScreen

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from textual.filter import Monochrome, NoColor
 
-from cockpit.core.config import load
+from cockpit.core.config.settings import load
 from cockpit.ui.app import CockpitApp
 from tests.harness.run import run_cockpit, run_cockpit_in_pty
 from tests.ui.test_fixture_state import fixture_state

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from textual.command import CommandPalette, Hit
 
-from cockpit.core.config import load
+from cockpit.core.config.settings import load
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.commands import CockpitCommands, palette_actions
 from cockpit.ui.screens.confirm import ConfirmScreen

@@ -12,8 +12,7 @@ from typing import Any
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from cockpit.core import parse
-from cockpit.core.actor_details import (
+from cockpit.core.actors.details import (
     MAX_LINE_CHARS,
     MAX_LINES,
     SECRET_NAME_PARTS,
@@ -23,11 +22,11 @@ from cockpit.core.actor_details import (
     is_secret_name,
     mask_runtime_env,
 )
-from cockpit.core.actors import ActorView
-from cockpit.core.profiles import MASK
-from cockpit.core.ray_api import state_listing
+from cockpit.core.actors.listing import ActorView
+from cockpit.core.cluster import parse
+from cockpit.core.cluster.answers import state_listing
 from cockpit.core.snapshots import ActorRow, NodeSnapshot, PlacementGroupRow
-from cockpit.core.text import CONTROLS
+from cockpit.core.text import CONTROLS, MASK
 
 WANDB_KEY = "6f1e0c1b2a3d4e5f60718293a4b5c6d7e8f90a1b"
 HF_TOKEN = "hf_QmVtZXJnZW5jeVRva2VuRm9yVGVzdHM"

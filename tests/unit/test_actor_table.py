@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cockpit.core import parse
-from cockpit.core.actor_table import SORT_COLUMNS, ActorIndex
-from cockpit.core.actors import ACTOR_STATES, ActorView, parse_query
-from cockpit.core.roles import role_of
+from cockpit.core.actors.listing import ACTOR_STATES, ActorView, parse_query
+from cockpit.core.actors.roles import role_of
+from cockpit.core.actors.table import SORT_COLUMNS, ActorIndex
+from cockpit.core.cluster import parse
 from cockpit.core.snapshots import ActorRow
 
 CLASSES = ("RolloutWorker", "PolicyTrainer", "Critic", "WorkerDict", "Mystery")

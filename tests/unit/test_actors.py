@@ -9,8 +9,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cockpit.core import parse
-from cockpit.core.actors import (
+from cockpit.core.actors.listing import (
     ACTOR_STATES,
     KEYS,
     ActorQuery,
@@ -19,7 +18,8 @@ from cockpit.core.actors import (
     parse_query,
     server_filters,
 )
-from cockpit.core.ray_api import envelope_data, state_listing
+from cockpit.core.cluster import parse
+from cockpit.core.cluster.answers import envelope_data, state_listing
 
 
 def load(samples_dir: Path, name: str) -> Any:

@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 
 from cockpit.cli.actors import print_actors, print_pending
-from cockpit.core.actors import actor_list, parse_query
-from cockpit.core.pending import PendingReport, StuckItem
+from cockpit.core.actors.listing import actor_list, parse_query
+from cockpit.core.actors.pending import PendingReport, StuckItem
 from cockpit.core.snapshots import ActorRow, Listing, ListMeta
 
 HOSTILE = "evil\x1b[2J\x1b]0;pwned\x07name\nsecond\x9bline"

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 from rich.text import Text
 
-from cockpit.core.gpu_board import GpuBoard
+from cockpit.core.gpu.board import GpuBoard
 from cockpit.core.snapshots import ActorRow, JobRow, NodeSnapshot
 from cockpit.ui.screens.jobs import job_cells
 from cockpit.ui.widgets.gpu_heatmap import cursor_detail

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cockpit.core import config
-from cockpit.core.config import FIELDS, load
+from cockpit.core.config import settings as config
+from cockpit.core.config.settings import FIELDS, load
 
 GOOD = """\
 target: head-node

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cockpit.core.dap import DapClient, DapClosed, DapError
-from cockpit.core.dap_messages import (
+from cockpit.core.debug.dap import DapClient, DapClosed, DapError
+from cockpit.core.debug.dap_messages import (
     BAD_MESSAGE,
     MAX_HEADER_BYTES,
     MAX_MESSAGE_BYTES,

@@ -1,7 +1,7 @@
 """Any JSON the dashboard sends gives a snapshot (NA where a value is missing or wrong) or a `CockpitError`.
 
-Property tests of every public function of `cockpit.core.parse` and of the answer readers of
-`cockpit.core.ray_api`: arbitrary JSON values, and the answers captured from Ray 2.60
+Property tests of every public function of `cockpit.core.cluster.parse` and of the answer readers of
+`cockpit.core.cluster.dashboard`: arbitrary JSON values, and the answers captured from Ray 2.60
 (`shared/ray-2.60-samples`) with any of their values, at any depth, replaced by arbitrary JSON.
 """
 
@@ -18,7 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cockpit.core import parse, ray_api
+from cockpit.core.cluster import answers as ray_api
+from cockpit.core.cluster import errors as dashboard_errors
+from cockpit.core.cluster import parse
 from cockpit.core.errors import CockpitError
 from cockpit.core.snapshots import (
     NA,
@@ -344,17 +346,17 @@ def test_job_version_and_auth_answers(jobs: Any, version: Any, auth: Any, doc: A
 @given(st.integers(400, 599), json_values, hostile_text)
 def test_error_answers_are_one_line(status: int, doc: Any, text: str) -> None:
     for body in (json.dumps(doc).encode(), text.encode("utf-8", errors="surrogatepass")):
-        error = ray_api.http_error(status, "/api/jobs/x", body)
+        error = dashboard_errors.http_error(status, "/api/jobs/x", body)
         assert isinstance(error, CockpitError) and "\n" not in str(error)
 
 
 def test_a_bare_500_points_at_the_head_s_logs() -> None:
     """Ray 2.47 answers a state request it failed on with aiohttp's bare 500 (seen on a real 2.47.1 head:
     a filter on a column it does not know, a log read right after a closed stream)."""
-    error = ray_api.http_error(
+    error = dashboard_errors.http_error(
         500, "/api/v0/actors", b"500 Internal Server Error\n\nServer got itself in trouble"
     )
-    assert isinstance(error, ray_api.RequestRejected) and error.status == 500
+    assert isinstance(error, dashboard_errors.RequestRejected) and error.status == 500
     assert str(error) == (
         "the dashboard failed on /api/v0/actors and gave no reason (HTTP 500); the head's dashboard logs "
         "(dashboard*.log in its session's logs) say why."

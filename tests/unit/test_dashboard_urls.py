@@ -15,7 +15,9 @@ import pytest
 from hypothesis import given, settings
 from yarl import URL
 
-from cockpit.core.ray_api import DashboardClient, DashboardError, NotFound, RequestRejected, path_segment
+from cockpit.core.cluster.answers import path_segment
+from cockpit.core.cluster.dashboard import DashboardClient
+from cockpit.core.cluster.errors import DashboardError, NotFound, RequestRejected
 from tests.harness.hostile import hostile_text
 
 CLOSED = "http://127.0.0.1:1"

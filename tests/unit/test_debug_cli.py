@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 
 from cockpit.cli.debug import chosen, numbered
+from cockpit.core.debug.paused import ExceptionSummary, PausedWorker
 from cockpit.core.errors import CockpitError
-from cockpit.core.paused import ExceptionSummary, PausedWorker
 
 
 def worker(

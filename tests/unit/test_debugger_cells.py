@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.text import Text
 
-from cockpit.core.paused import ExceptionSummary, PausedGroup, PausedWorker, group_paused
+from cockpit.core.debug.paused import ExceptionSummary, PausedGroup, PausedWorker, group_paused
 from cockpit.ui.screens.debugger import COLUMNS, worker_cells
 from tests.harness.hostile import controls, hostile_text
 

@@ -1,6 +1,6 @@
 """The debugpy side of post-mortem debugging, without a cluster: the pre-flight probe's pure parts
-(`cockpit.core.debugpy_probe`), and what a debug session hands to VS Code or runs in a paused worker
-(`cockpit.core.debug_session.vscode_attach`, `REPAUSE`)."""
+(`cockpit.core.jobs.debugpy_probe`), and what a debug session hands to VS Code or runs in a paused worker
+(`cockpit.core.debug.session.vscode_attach`, `REPAUSE`)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from cockpit.core.dap import Frame
-from cockpit.core.debug_session import DISARM, REPAUSE, REPAUSE_CHECK, vscode_attach
-from cockpit.core.debugpy_probe import FIX, _declares_debugpy, interpreter_of, verdict
+from cockpit.core.debug.dap import Frame
+from cockpit.core.debug.session import DISARM, REPAUSE, REPAUSE_CHECK, vscode_attach
+from cockpit.core.jobs.debugpy_probe import FIX, _declares_debugpy, interpreter_of, verdict
 
 # -- interpreter_of --------------------------------------------------------------------------------
 

@@ -12,13 +12,14 @@ import asyncssh
 import pytest
 
 import cockpit
-from cockpit.core.gpu_agents import (
+from cockpit.core.connect.programs import LocalProgram
+from cockpit.core.gpu.agents import (
     MODULES,
     AgentFailed,
     AgentReading,
-    LocalAgent,
     agent_program,
     parse_reading,
+    start_local_agent,
     stream_readings,
 )
 from cockpit.core.snapshots import NA
@@ -47,11 +48,12 @@ def test_program_ships_the_gpu_package_and_only_what_it_imports() -> None:
                 imported.add(node.module)
                 if node in tree.body:
                     assert node.module in names[:position], f"{name} imports {node.module} before it is there"
-    gpu_files = {f"core/gpu/{p.name}" for p in (root / "core" / "gpu").glob("*.py")}
+    stays_home = {"core/gpu/agents.py", "core/gpu/board.py", "core/gpu/history.py"}
+    gpu_files = {f"core/gpu/{p.name}" for p in (root / "core" / "gpu").glob("*.py")} - stays_home
     assert gpu_files <= {path for _name, path in MODULES}
     shipped_files = {name for name, path in MODULES if path is not None and path not in gpu_files}
     assert shipped_files == imported - {name for name, path in MODULES if path in gpu_files}
-    assert "cockpit.core.gpu_agents" not in names
+    assert "cockpit.core.gpu.agents" not in names
 
 
 def test_parse_reading_tolerates_junk() -> None:
@@ -72,7 +74,7 @@ def test_parse_reading_tolerates_junk() -> None:
 async def test_agent_without_gpu_fails_with_one_line() -> None:
     readings: list[AgentReading] = []
     with pytest.raises(AgentFailed) as failed:
-        await asyncio.wait_for(stream_readings(LocalAgent.start, readings.append, "here"), 60)
+        await asyncio.wait_for(stream_readings(start_local_agent, readings.append, "here"), 60)
     message = str(failed.value)
     assert message.startswith("here: no NVIDIA or AMD GPU found (") and "\n" not in message
     assert readings == []
@@ -89,10 +91,10 @@ async def test_agent_streams_readings_through_the_nvml_backend(monkeypatch: pyte
         if len(readings) >= 2:
             got_two.set()
 
-    started: list[LocalAgent] = []
+    started: list[LocalProgram] = []
 
-    async def start() -> LocalAgent:
-        agent = await LocalAgent.start()
+    async def start() -> LocalProgram:
+        agent = await start_local_agent()
         started.append(agent)
         return agent
 
@@ -157,7 +159,7 @@ async def test_shipped_agent_streams_this_machines_real_gpus() -> None:
         if len(readings) >= 2:
             got.set()
 
-    task = asyncio.create_task(stream_readings(LocalAgent.start, on_reading, "here"))
+    task = asyncio.create_task(stream_readings(start_local_agent, on_reading, "here"))
     await asyncio.wait_for(got.wait(), 60)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.core import parse
-from cockpit.core.gpu_board import FORGET_EVERY, GpuBoard, GpuFleet, is_stale
-from cockpit.core.gpu_history import HISTORY_SECONDS, HOLD_SECONDS, UtilHistory
-from cockpit.core.roles import role_of
+from cockpit.core.actors.roles import role_of
+from cockpit.core.cluster import parse
+from cockpit.core.gpu.board import FORGET_EVERY, GpuBoard, GpuFleet, is_stale
+from cockpit.core.gpu.history import HISTORY_SECONDS, HOLD_SECONDS, UtilHistory
 from cockpit.core.snapshots import NA, ActorRow, GpuSample, NodeSnapshot
 from tests.harness.synthetic import T0, synthetic_actors, synthetic_nodes
 

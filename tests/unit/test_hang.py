@@ -1,4 +1,5 @@
-"""The hang detector's rule (`cockpit.core.hang`): durations as typed, what counts as progress (lines, a
+"""The hang detector's rule (`cockpit.core.doctor.hang`): durations as typed, what counts as progress
+(lines, a
 profile's regex, GPU activity that moves), the status-bar line after `hang_after` and not before, the
 GPU figure, the straggler hint, and hostile or endless input. Time is passed in by hand."""
 
@@ -11,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cockpit.core import hang
-from cockpit.core.hang import HangPolicy, ProgressWatch, hang_policy, parse_duration
-from cockpit.core.profile_load import Profile
+from cockpit.core.doctor import hang
+from cockpit.core.doctor.hang import HangPolicy, ProgressWatch, hang_policy, parse_duration
+from cockpit.core.jobs.profile_load import Profile
 from cockpit.core.units import MAX_DURATION, duration
 from tests.harness.hostile import controls, hostile_text
 

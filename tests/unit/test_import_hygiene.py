@@ -67,7 +67,7 @@ def test_status_command_path_imports_no_ray() -> None:
     # The real `cockpit status` run to its end (nothing listens on port 1: exit 1, one line).
     code = "from cockpit import cli\nassert cli.main(['status', 'http://127.0.0.1:1']) == 1"
     loaded = modules_after(code)
-    assert "cockpit.cli.cluster" in loaded and "cockpit.core.ray_api" in loaded
+    assert "cockpit.cli.cluster" in loaded and "cockpit.core.cluster.dashboard" in loaded
     assert "ray" not in loaded
     assert not any(m.startswith("textual") for m in loaded)
     # asyncssh (~100 ms, ~15 MiB) loads only when a target is an SSH destination.

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from cockpit.core.join import JoinProgress
+from cockpit.core.cluster.join import JoinProgress
 from cockpit.core.snapshots import NodeSnapshot
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.core import launch, profiles
-from cockpit.core.ray_api import DashboardClient
+from cockpit.core.cluster.dashboard import DashboardClient
+from cockpit.core.jobs import launch, profiles
 from cockpit.core.snapshots import NodeSnapshot
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""The legacy Ray debugger (`cockpit.core.legacy_pdb`): finding pdb sessions in workers' stderr and
+"""The legacy Ray debugger (`cockpit.core.debug.legacy_pdb`): finding pdb sessions in workers' stderr and
 talking to one, on a pdb session captured from Ray 2.60 (`shared/ray-2.60-samples/legacy_pdb_session.txt`)
 replayed by a real TCP server on 127.0.0.1."""
 
@@ -16,8 +16,11 @@ from typing import Any
 
 import pytest
 
-from cockpit.core import legacy_pdb, parse
-from cockpit.core.legacy_pdb import (
+from cockpit.core.cluster import parse
+from cockpit.core.cluster.answers import state_listing
+from cockpit.core.cluster.errors import NotFound
+from cockpit.core.debug import legacy_pdb
+from cockpit.core.debug.legacy_pdb import (
     PdbConsole,
     PdbError,
     exception_from_banner,
@@ -25,7 +28,6 @@ from cockpit.core.legacy_pdb import (
     session_address,
     worker_err_file,
 )
-from cockpit.core.ray_api import NotFound, state_listing
 from cockpit.core.snapshots import JobRow, Listing, TaskRow, WorkerRow
 from tests.unit.test_paused import (  # the captured worker ids
     ACTOR_WORKER,

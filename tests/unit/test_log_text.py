@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from rich.cells import cell_len
 from rich.console import Console
 
-from cockpit.core.logs import LineBuffer
+from cockpit.core.logs.buffer import LineBuffer
 from cockpit.ui.widgets.log_rows import LogRows
 from cockpit.ui.widgets.log_text import display_plain, display_width, line_text
 from tests.harness.hostile import controls, hostile_text

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from cockpit.core.logs import (
+from cockpit.core.logs.buffer import (
     MAX_LINE_CHARS,
     EscapeStripper,
     LineBuffer,

@@ -1,4 +1,4 @@
-"""The metrics parser and series store (cockpit.core.metrics, cockpit.core.metric_series).
+"""The metrics parser and series store (cockpit.core.metrics.lines, cockpit.core.metrics.series).
 
 Where each sample line comes from (the source read, at the commit fetched):
 
@@ -34,15 +34,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cockpit.core import profiles
-from cockpit.core.metric_series import (
-    KeyFilter,
-    Series,
-    SeriesStore,
-    StepRows,
-    format_value,
-)
-from cockpit.core.metrics import (
+from cockpit.core.jobs import profiles
+from cockpit.core.metrics.lines import (
     FORMATS,
     MAX_KEY_CHARS,
     MAX_LINE_CHARS,
@@ -51,6 +44,13 @@ from cockpit.core.metrics import (
     number,
     parse_format,
     profile_format,
+)
+from cockpit.core.metrics.series import (
+    KeyFilter,
+    Series,
+    SeriesStore,
+    StepRows,
+    format_value,
 )
 
 CYAN, GREEN, RESET = "\x1b[36m", "\x1b[32m", "\x1b[0m"

@@ -12,8 +12,8 @@ import pytest
 
 from cockpit.cli import main
 from cockpit.cli.metrics import _print_whole, _Streamer
-from cockpit.core.metric_series import KeyFilter, SeriesStore
-from cockpit.core.metrics import MetricsParser
+from cockpit.core.metrics.lines import MetricsParser
+from cockpit.core.metrics.series import KeyFilter, SeriesStore
 
 LOG = (
     "step=1 reward=0.201 kl=0.0211 throughput=3406 tok/s\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cockpit.core import parse
+from cockpit.core.cluster import parse
 from cockpit.core.snapshots import NA
 
 

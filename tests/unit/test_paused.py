@@ -1,4 +1,4 @@
-"""Paused-worker discovery and grouping (`cockpit.core.paused`), on worker and task rows captured from
+"""Paused-worker discovery and grouping (`cockpit.core.debug.paused`), on worker and task rows captured from
 Ray 2.60 with two workers paused in debugpy (`shared/ray-2.60-samples/dbg_workers_paused.json`,
 `dbg_tasks.json`). The dashboard is a small stand-in object answering with those parsed rows."""
 
@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from cockpit.core import parse
-from cockpit.core.paused import (
+from cockpit.core.cluster import parse
+from cockpit.core.cluster.answers import state_listing
+from cockpit.core.debug.paused import (
     ExceptionSummary,
     PausedCache,
     PausedWorker,
@@ -24,7 +25,6 @@ from cockpit.core.paused import (
     group_paused,
     user_frame,
 )
-from cockpit.core.ray_api import state_listing
 from cockpit.core.snapshots import Listing, TaskRow, WorkerRow
 
 SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "ray-2.60-samples"

@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cockpit.core import parse
-from cockpit.core.pending import format_bundle, parse_demands, pending_report
-from cockpit.core.ray_api import envelope_data, state_listing
+from cockpit.core.actors.pending import format_bundle, parse_demands, pending_report
+from cockpit.core.cluster import parse
+from cockpit.core.cluster.answers import envelope_data, state_listing
 from cockpit.core.snapshots import ActorRow
 
 STATUS_WITH_DEMANDS = """\

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.core import profiles
-from cockpit.core.overrides import parse_overrides
-from cockpit.core.preflight import placement_check, preflight
+from cockpit.core.jobs import profiles
+from cockpit.core.jobs.overrides import parse_overrides
+from cockpit.core.jobs.preflight import placement_check, preflight
 from cockpit.core.snapshots import NodeSnapshot
 
 

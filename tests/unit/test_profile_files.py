@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cockpit.core import profile_load, profiles
-from cockpit.core.preflight import preflight
+from cockpit.core.jobs import profile_load, profiles
+from cockpit.core.jobs.preflight import preflight
 from tests.harness.hostile import hostile_text
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.core import launch, profiles
-from cockpit.core.overrides import Override, OverrideError, parse_overrides
+from cockpit.core.jobs import launch, profiles
+from cockpit.core.jobs.overrides import Override, OverrideError, parse_overrides
+from cockpit.core.text import MASK
 
 SECRET = "s3cr3t-do-not-show"
 SPELLINGS = ["${env:COCKPIT_TEST_SECRET}", "${ env:COCKPIT_TEST_SECRET}", "${env:COCKPIT_TEST_SECRET }"]
@@ -34,7 +35,7 @@ def test_every_spelling_the_resolver_reads_resolves_in_env_vars(tmp_path: Path, 
     path = write(tmp_path, f"entrypoint: run\nruntime_env:\n  env_vars:\n    TOKEN: '{reference}'\n")
     profile = profiles.load(path)
     assert profiles.render(profile)["runtime_env"]["env_vars"]["TOKEN"] == SECRET
-    assert profiles.render(profile, mask=True)["runtime_env"]["env_vars"]["TOKEN"] == profiles.MASK
+    assert profiles.render(profile, mask=True)["runtime_env"]["env_vars"]["TOKEN"] == MASK
     assert profiles.secret_names(profile) == ["COCKPIT_TEST_SECRET"]
 
 
@@ -117,7 +118,7 @@ def test_a_secret_file_sends_its_path_not_its_content(tmp_path: Path, mode: int)
     request = profiles.render(profile)
     assert request["runtime_env"]["env_vars"]["WANDB_API_KEY_FILE"] == str(key)
     assert SECRET not in json.dumps(request)
-    from cockpit.core.preflight import preflight
+    from cockpit.core.jobs.preflight import preflight
 
     check = next(c for c in preflight(profile) if c.name == "secret files")
     assert check.status == "ok" and str(key) in check.detail
@@ -131,7 +132,7 @@ def test_a_secret_file_others_can_read_is_refused_at_submit(tmp_path: Path, mode
     with pytest.raises(profiles.ProfileError) as info:
         profiles.render(profile)
     assert f"{oct(mode)[2:]}" in str(info.value) and "chmod 600" in str(info.value)
-    from cockpit.core.preflight import preflight
+    from cockpit.core.jobs.preflight import preflight
 
     check = next(c for c in preflight(profile) if c.name == "secret files")
     assert check.blocking and check.key == "WANDB_API_KEY_FILE"
@@ -144,7 +145,7 @@ def test_a_secret_file_others_can_read_is_refused_at_submit(tmp_path: Path, mode
 def test_a_missing_secret_file_blocks_submit_and_warns_in_check(tmp_path: Path) -> None:
     path = write(tmp_path, f"entrypoint: run\nsecret_files: {{TOKEN_FILE: {tmp_path / 'nope'}}}\n")
     profile = profiles.load(path)
-    from cockpit.core.preflight import preflight
+    from cockpit.core.jobs.preflight import preflight
 
     assert next(c for c in preflight(profile) if c.name == "secret files").blocking
     assert next(c for c in preflight(profile, at_submit=False) if c.name == "secret files").status == "warn"

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.core import profiles
-from cockpit.core.overrides import parse_overrides
+from cockpit.core.jobs import profiles
+from cockpit.core.jobs.overrides import parse_overrides
+from cockpit.core.text import MASK
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -37,7 +38,7 @@ def test_secrets_are_masked_for_display(tmp_path: Path, monkeypatch: pytest.Monk
     shown = profiles.render(profile, mask=True)
     assert (
         "s3cr3t-value" not in repr(shown)
-        and shown["runtime_env"]["env_vars"]["WANDB_API_KEY"] == profiles.MASK
+        and shown["runtime_env"]["env_vars"]["WANDB_API_KEY"] == MASK
     )
     assert profiles.render(profile)["runtime_env"]["env_vars"]["WANDB_API_KEY"] == "s3cr3t-value"
 
@@ -106,7 +107,7 @@ def test_errors_name_file_line_and_key(tmp_path: Path, text: str, fragment: str)
     ],
 )
 def test_hang_keys_load(tmp_path: Path, text: str, progress: str, hang_after: float | None) -> None:
-    from cockpit.core.hang import DEFAULT_HANG_AFTER, hang_policy
+    from cockpit.core.doctor.hang import DEFAULT_HANG_AFTER, hang_policy
 
     profile = profiles.load(write(tmp_path, text))
     assert (profile.progress, profile.hang_after) == (progress, hang_after)
@@ -146,7 +147,7 @@ def test_unset_secret_is_one_clear_sentence(tmp_path: Path, monkeypatch: pytest.
         profiles.render(profiles.load(path))
 
 
-SHIPPED = sorted(p for p in (Path(profiles.__file__).resolve().parents[2] / "profiles").glob("*.yaml"))
+SHIPPED = sorted(p for p in (Path(profiles.__file__).resolve().parents[3] / "profiles").glob("*.yaml"))
 
 
 def test_every_shipped_profile_passes_check() -> None:
@@ -198,7 +199,7 @@ def test_verl_dry_run_keeps_overrides_byte_for_byte(name: str) -> None:
 
 
 def test_rlinf_placements_are_checked() -> None:
-    from cockpit.core.preflight import preflight
+    from cockpit.core.jobs.preflight import preflight
 
     for name in ("rlinf-math-grpo-collocated-4x8", "rlinf-math-grpo-disaggregated-4x8"):
         checks = preflight(profiles.load(profiles.find(name)), (), None, at_submit=False)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from cockpit.core.hang import DEFAULT_HANG_AFTER, ProgressWatch, hang_policy
-from cockpit.core.progress import gpu_readings, job_policy
+from cockpit.core.doctor.hang import DEFAULT_HANG_AFTER, ProgressWatch, hang_policy
+from cockpit.core.doctor.progress import gpu_readings, job_policy
 from cockpit.core.snapshots import NA, GpuSample, JobRow, NodeSnapshot
 
 

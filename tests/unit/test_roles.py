@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.core.roles import BUILTIN_CLASSES, DEFAULT_RULES, ROLES, load_role_rules, role_of, role_rules
+from cockpit.core.actors.roles import (
+    BUILTIN_CLASSES,
+    DEFAULT_RULES,
+    ROLES,
+    load_role_rules,
+    role_of,
+    role_rules,
+)
 
 
 @pytest.mark.parametrize(

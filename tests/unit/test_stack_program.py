@@ -1,4 +1,4 @@
-"""The py-spy side of the run doctor's stacks (`cockpit.core.stack_gather`): the program each node runs,
+"""The py-spy side of the run doctor's stacks (`cockpit.core.doctor.gather`): the program each node runs,
 run here for real on a plain Python process (no Ray), and what py-spy's errors are told as."""
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from cockpit.core.gpu_agents import READ_PROGRAM, LocalAgent
-from cockpit.core.stack_gather import Dumped, Failed, _from_program, explain, stacks_program
-from cockpit.core.stacks import Member, parse_json, stack_label
+from cockpit.core.connect.programs import READ_PROGRAM, LocalProgram
+from cockpit.core.doctor.gather import Dumped, Failed, _from_program, explain
+from cockpit.core.doctor.stack_program import stacks_program
+from cockpit.core.doctor.stacks import Member, parse_json, stack_label
 
 PTRACE_REFUSED = (
     "Permission Denied: Try running again with elevated permissions by going 'sudo env \"PATH=$PATH\" !!'"
@@ -140,12 +141,12 @@ def test_the_program_dumps_a_live_process_and_reports_a_gone_one(stuck_pid: int)
 
 
 async def test_the_local_way_yields_a_stack_and_a_failure(stuck_pid: int) -> None:
-    """The program as the local cluster's nodes run it: through `LocalAgent`, parsed and explained."""
+    """The program as the local cluster's nodes run it: through `LocalProgram`, parsed and explained."""
     py_spy()
     members = [Member(pid=stuck_pid, node_id="n1"), Member(pid=GONE, node_id="n1")]
 
-    async def start(program: str) -> LocalAgent:
-        return await LocalAgent.start(sys.executable, program=program)
+    async def start(program: str) -> LocalProgram:
+        return await LocalProgram.start(program, sys.executable)
 
     events = [event async for event in _from_program("this machine", members, start, native=False)]
     dumped = [e for e in events if isinstance(e, Dumped)]

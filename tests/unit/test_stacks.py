@@ -1,4 +1,5 @@
-"""The run doctor's stacks (`cockpit.core.stacks`): parsing py-spy dumps, grouping and labelling them, and
+"""The run doctor's stacks (`cockpit.core.doctor.stacks`): parsing py-spy dumps, grouping and labelling
+them, and
 the report, on real dumps of a hung demo job (`tests/fixtures/stacks/`, see its README): RolloutWorker_0
 hung in `wait_for_weights_sync`, the three other ranks in `ray.get` in `all_gather_weights`, the driver in
 `ray.get` in `main`, and idle actors and pool workers."""
@@ -14,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cockpit.core import parse
-from cockpit.core.roles import role_of
-from cockpit.core.stacks import (
+from cockpit.core.actors.roles import role_of
+from cockpit.core.cluster import parse
+from cockpit.core.doctor.stacks import (
     IDLE_LABEL,
     MAX_DUMP_CHARS,
     MAX_FRAMES,

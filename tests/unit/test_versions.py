@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cockpit.core.preflight import version_check
-from cockpit.core.versions import (
+from cockpit.core.cluster.versions import (
     NEWEST_TESTED,
     OLDEST_SUPPORTED,
     TESTED,
@@ -18,6 +17,7 @@ from cockpit.core.versions import (
     range_warning,
     version_fields,
 )
+from cockpit.core.jobs.preflight import version_check
 
 
 @pytest.mark.parametrize(

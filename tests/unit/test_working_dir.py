@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.core import launch, profiles
-from cockpit.core.preflight import preflight
+from cockpit.core.jobs import launch, profiles
+from cockpit.core.jobs.preflight import preflight
 
 
 def tree(root: Path, files: dict[str, str]) -> Path:
@@ -117,8 +117,7 @@ def test_a_symlink_is_never_followed_out_of_the_working_dir(tmp_path: Path) -> N
 def test_upload_over_the_cap_is_refused_by_check_and_zip(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cockpit.core import working_dir
-
+    from cockpit.core.jobs import working_dir
     code = tree(tmp_path / "code", {"a.bin": "x" * 600, "b.bin": "x" * 600, ".git/big": "x" * 5000})
     monkeypatch.setattr(working_dir, "MAX_UPLOAD_BYTES", 1000)
     path = tmp_path / "p.yaml"

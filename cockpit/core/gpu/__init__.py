@@ -3,8 +3,10 @@
 The vendor libraries are optional extras, imported only when a backend is asked for, and initialised
 once. Every reading a vendor does not give (AMD temperature, a failing NVML call) is NA, never zero.
 
-This package is exactly what ships to GPU nodes as `cockpit gpu-agent` (`cockpit.core.gpu_agents`
-bundles it as source): it imports nothing outside it but `cockpit.core.errors` and `.snapshots`.
+What ships to GPU nodes as `cockpit gpu-agent` is this module, `backend`, `nvml`, `amd` and `agent`
+(`agents.MODULES` bundles them as source): they import nothing outside them but `cockpit.core.errors` and
+`.snapshots`. The rest stays home: `agents` (starting and reading the agents), `board` (the GPU screen's
+fleet of readings) and `history` (per-GPU history).
 """
 
 from __future__ import annotations

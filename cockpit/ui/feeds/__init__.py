@@ -16,7 +16,7 @@ from textual.worker import Worker
 from cockpit.ui.widgets.safe_text import clean
 
 if TYPE_CHECKING:
-    from cockpit.core.connection import Connection
+    from cockpit.core.connect.connection import Connection
     from cockpit.ui.state import CockpitState
 
 

@@ -21,12 +21,12 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from cockpit.core.actor_table import ActorIndex
-from cockpit.core.actors import MAX_LIMIT, ActorList, ActorQuery, list_actors, parse_query
-from cockpit.core.config import settings
+from cockpit.core.actors.listing import MAX_LIMIT, ActorList, ActorQuery, list_actors, parse_query
+from cockpit.core.actors.pending import PendingReport, fetch_pending
+from cockpit.core.actors.roles import DEFAULT_RULES, RoleRules
+from cockpit.core.actors.table import ActorIndex
+from cockpit.core.config.settings import settings
 from cockpit.core.errors import CockpitError
-from cockpit.core.pending import PendingReport, fetch_pending
-from cockpit.core.roles import DEFAULT_RULES, RoleRules
 from cockpit.ui.feeds import start_worker
 from cockpit.ui.state import ActorTable, CockpitState, StateChanged, Topic
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from textual.app import App
     from textual.timer import Timer
 
-    from cockpit.core.ray_api import DashboardClient
+    from cockpit.core.cluster.dashboard import DashboardClient
     from cockpit.core.snapshots import NodeSnapshot
 
 LIST_SECONDS = 5.0

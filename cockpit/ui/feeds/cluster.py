@@ -17,16 +17,17 @@ import time
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
 
-from cockpit.core import slurm
-from cockpit.core.config import settings
-from cockpit.core.connection import Connection, ConnectOptions, exposure_warning, open_connection
+from cockpit.core.cluster.dashboard import DashboardClient
+from cockpit.core.cluster.errors import AuthenticationRejected, AuthenticationRequired
+from cockpit.core.cluster.versions import range_warning
+from cockpit.core.config.settings import settings
+from cockpit.core.connect.connection import Connection, ConnectOptions, exposure_warning, open_connection
 from cockpit.core.errors import CockpitError
-from cockpit.core.ray_api import AuthenticationRejected, AuthenticationRequired, DashboardClient
-from cockpit.core.slurm import SlurmJob, SlurmNotRunning
+from cockpit.core.slurm import queue as slurm
+from cockpit.core.slurm.queue import SlurmJob, SlurmNotRunning
 from cockpit.core.snapshots import ClusterSnapshot, JobRow
 from cockpit.core.ssh.errors import SshError, UnknownHostKey
 from cockpit.core.units import duration
-from cockpit.core.versions import range_warning
 from cockpit.ui.feeds import start_worker
 from cockpit.ui.feeds.gpus import GpuFeed
 from cockpit.ui.messages import HostKeyUnknown

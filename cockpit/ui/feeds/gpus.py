@@ -13,9 +13,9 @@ import asyncio
 import time
 from typing import TYPE_CHECKING
 
+from cockpit.core.cluster.dashboard import MAX_LIMIT
 from cockpit.core.errors import CockpitError
-from cockpit.core.gpu_board import GpuFleet
-from cockpit.core.ray_api import MAX_LIMIT
+from cockpit.core.gpu.board import GpuFleet
 from cockpit.ui.feeds import start_worker
 from cockpit.ui.state import CockpitState, StateChanged
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from textual.app import App
     from textual.timer import Timer
 
-    from cockpit.core.ray_api import DashboardClient
+    from cockpit.core.cluster.dashboard import DashboardClient
     from cockpit.core.snapshots import NodeSnapshot
 
 ACTOR_POLL_EVERY = 3

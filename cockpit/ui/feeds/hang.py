@@ -4,7 +4,7 @@ For each running job (the newest `MAX_JOBS`), one followed stream of its driver 
 dashboard's concurrent requests, held while the job runs), and every `TICK_SECONDS` the GPU readings the
 cockpit already has (the dashboard's, or the high-resolution agents'). What counts as progress and how
 long a silence is a hang come from the job's profile (`progress:`, `hang_after:`; the job's metadata
-names its profile), else any driver-log line or GPU activity, and 10 minutes (`cockpit.core.hang`).
+names its profile), else any driver-log line or GPU activity, and 10 minutes (`cockpit.core.doctor.hang`).
 
 A job seen hung for the first time rings the bell and raises a banner; the status bar says so on every
 screen until progress comes back, and `S` takes the job's stacks.
@@ -17,10 +17,9 @@ import functools
 import time
 from typing import TYPE_CHECKING
 
-from cockpit.core.config import settings
-from cockpit.core.errors import CockpitError
-from cockpit.core.hang import ProgressWatch, hang_policy
-from cockpit.core.progress import (
+from cockpit.core.config.settings import settings
+from cockpit.core.doctor.hang import ProgressWatch, hang_policy
+from cockpit.core.doctor.progress import (
     NODES_EVERY,
     describe_policy,
     follow_driver,
@@ -28,6 +27,7 @@ from cockpit.core.progress import (
     job_nodes,
     job_policy,
 )
+from cockpit.core.errors import CockpitError
 from cockpit.core.snapshots import NA
 from cockpit.ui.feeds import ConnectedFeed, start_worker
 from cockpit.ui.state import CockpitState, JobWatch, StateChanged
@@ -39,8 +39,8 @@ if TYPE_CHECKING:
     from textual.timer import Timer
     from textual.worker import Worker
 
-    from cockpit.core.connection import Connection
-    from cockpit.core.ray_api import DashboardClient
+    from cockpit.core.cluster.dashboard import DashboardClient
+    from cockpit.core.connect.connection import Connection
     from cockpit.core.snapshots import JobRow
 
 TICK_SECONDS = 5.0

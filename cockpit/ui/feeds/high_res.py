@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 from textual.worker import Worker
 
-from cockpit.core.gpu_agents import AgentFailed, AgentReading, LocalAgent, SshAgent, stream_readings
+from cockpit.core.gpu.agents import (
+    AgentFailed,
+    AgentReading,
+    start_local_agent,
+    start_ssh_agent,
+    stream_readings,
+)
 from cockpit.core.snapshots import NodeSnapshot
 from cockpit.ui.feeds import start_worker
 from cockpit.ui.state import StateChanged
@@ -29,7 +35,7 @@ from cockpit.ui.widgets.safe_text import clean
 if TYPE_CHECKING:
     from textual.app import App
 
-    from cockpit.core.connection import Connection
+    from cockpit.core.connect.connection import Connection
     from cockpit.core.ssh.link import SshLink
     from cockpit.ui.feeds.gpus import GpuFeed
     from cockpit.ui.state import CockpitState
@@ -145,10 +151,10 @@ class HighResFeed:
         self, link: SshLink | None, is_head: bool, ip: str, nodes: list[NodeSnapshot]
     ) -> Callable[[], Any]:
         if link is None:  # a local cluster: its nodes are this machine (http targets never get here)
-            return LocalAgent.start
+            return start_local_agent
         python = next((n.python for n in nodes if n.python), "") or FALLBACK_PYTHON
         host = None if is_head else ip
-        return lambda: SshAgent.start(lambda command: link.start_process(command, host=host), python)
+        return lambda: start_ssh_agent(lambda command: link.start_process(command, host=host), python)
 
     async def _one(self, ip: str, nodes: list[NodeSnapshot], start: Callable[[], Any]) -> None:
         board = self.state.gpu_board

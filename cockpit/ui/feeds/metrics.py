@@ -17,11 +17,11 @@ import functools
 import time
 from typing import TYPE_CHECKING
 
+from cockpit.core.doctor.progress import job_profile
 from cockpit.core.errors import CockpitError
-from cockpit.core.log_sources import LogSource, LogTail
-from cockpit.core.metric_series import SeriesStore
-from cockpit.core.metrics import MetricsParser, format_label, profile_format
-from cockpit.core.progress import job_profile
+from cockpit.core.logs.sources import LogSource, LogTail
+from cockpit.core.metrics.lines import MetricsParser, format_label, profile_format
+from cockpit.core.metrics.series import SeriesStore
 from cockpit.ui.feeds import ConnectedFeed, start_worker
 from cockpit.ui.state import CockpitState, StateChanged
 
@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from textual.app import App
     from textual.worker import Worker
 
-    from cockpit.core.connection import Connection
-    from cockpit.core.metrics import Format
+    from cockpit.core.connect.connection import Connection
+    from cockpit.core.metrics.lines import Format
     from cockpit.core.snapshots import JobRow
 
 REDRAW_SECONDS = 0.5

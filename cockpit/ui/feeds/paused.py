@@ -14,9 +14,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from cockpit.core.config import settings
+from cockpit.core.config.settings import settings
+from cockpit.core.debug.paused import group_paused
 from cockpit.core.errors import CockpitError
-from cockpit.core.paused import group_paused
 from cockpit.ui.feeds import ConnectedFeed, start_worker
 from cockpit.ui.state import CockpitState, StateChanged
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from textual.app import App
     from textual.timer import Timer
 
-    from cockpit.core.connection import Connection
+    from cockpit.core.connect.connection import Connection
 
 WATCH_SECONDS = 10.0
 ANNOUNCE_MEMORY_SECONDS = 60.0
@@ -90,7 +90,7 @@ class PausedFeed(ConnectedFeed):
                 self._legacy_at = now
             skip = (state.paused.attached,) if state.paused.attached else ()
             try:
-                from cockpit.core.debug_session import discover
+                from cockpit.core.debug.session import discover
 
                 connection = await self.connection()
                 listing = await discover(

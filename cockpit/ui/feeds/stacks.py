@@ -1,6 +1,6 @@
 """Provides the taking of stacks for the Doctor screen: on request only (a key), never on a timer.
 
-One take at a time. It chooses the processes (`stack_gather.select`), then runs py-spy on every node at
+One take at a time. It chooses the processes (`doctor.selection.select`), then runs py-spy on every node at
 once; the groups are redrawn as processes arrive (at most four times a second), so a slow node does not
 hold back the others, and the nodes not yet answered are named. Its cost on the head is three or four
 list requests, and on each node one SSH session (or, with profiling on at the head, one request per
@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from textual.app import App
     from textual.worker import Worker
 
-    from cockpit.core.connection import Connection
-    from cockpit.core.stacks import Collector
+    from cockpit.core.connect.connection import Connection
+    from cockpit.core.doctor.stacks import Collector
 
 REDRAW_SECONDS = 0.25
 
@@ -58,7 +58,8 @@ class StacksFeed(ConnectedFeed):
         self.state.doctor.taking, self.state.doctor.partial = False, None
 
     async def _take(self, job: str, native: bool) -> None:
-        from cockpit.core.stack_gather import SelectionError, select, take
+        from cockpit.core.doctor.gather import take
+        from cockpit.core.doctor.selection import SelectionError, select
 
         doctor = self.state.doctor
         try:

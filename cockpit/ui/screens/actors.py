@@ -23,9 +23,9 @@ from textual.binding import Binding
 from textual.timer import Timer
 from textual.widgets import Input, Static
 
-from cockpit.core.actor_details import actor_details
-from cockpit.core.actor_table import SORT_COLUMNS
-from cockpit.core.actors import ACTOR_STATES, ActorView, parse_query
+from cockpit.core.actors.details import actor_details
+from cockpit.core.actors.listing import ACTOR_STATES, ActorView, parse_query
+from cockpit.core.actors.table import SORT_COLUMNS
 from cockpit.core.errors import CockpitError
 from cockpit.core.snapshots import PlacementGroupRow
 from cockpit.core.units import duration

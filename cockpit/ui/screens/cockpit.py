@@ -24,7 +24,7 @@ from textual.widgets import DataTable
 from textual.worker import Worker
 
 from cockpit.core.errors import CockpitError
-from cockpit.core.log_sources import LogSource, LogTail
+from cockpit.core.logs.sources import LogSource, LogTail
 from cockpit.core.snapshots import JobRow
 from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.screens.debugger import COLUMNS as PAUSED_COLUMNS

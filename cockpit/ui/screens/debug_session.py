@@ -24,8 +24,8 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Input, Log, OptionList, Static, Tree
 from textual.widgets.option_list import Option
 
+from cockpit.core.debug.paused import PausedWorker
 from cockpit.core.errors import CockpitError
-from cockpit.core.paused import PausedWorker
 from cockpit.ui.messages import RefreshRequested
 from cockpit.ui.screens.confirm import ConfirmScreen
 from cockpit.ui.state import host_of
@@ -35,8 +35,8 @@ from cockpit.ui.widgets.safe_text import clean, plain
 if TYPE_CHECKING:
     from textual.widgets.tree import TreeNode
 
-    from cockpit.core.dap import Variable
-    from cockpit.core.debug_session import DebugSession, LegacySession
+    from cockpit.core.debug.dap import Variable
+    from cockpit.core.debug.session import DebugSession, LegacySession
 
 SOURCE_CONTEXT = 12
 """Lines shown above and below the frame's line before the pane has a size."""
@@ -138,7 +138,7 @@ class DebugSessionScreen(Screen[None]):
 
     @work(group="debug-attach", exclusive=True, description="Attaching the debugger")
     async def _open_session(self) -> None:
-        from cockpit.core.debug_session import DebugSession
+        from cockpit.core.debug.session import DebugSession
 
         host = host_of(self.app)
         paused = host.state.paused
@@ -385,7 +385,7 @@ class DebugSessionScreen(Screen[None]):
 
     @work(group="debug-vscode", exclusive=True, description="Handing the worker to VS Code")
     async def action_vscode(self) -> None:
-        from cockpit.core.debug_session import vscode_attach
+        from cockpit.core.debug.session import vscode_attach
 
         session = self.session
         if session is None or not session.open:
@@ -475,7 +475,7 @@ class LegacyConsoleScreen(Screen[None]):
 
     @work(group="pdb-attach", exclusive=True, description="Opening the pdb console")
     async def _open_session(self) -> None:
-        from cockpit.core.debug_session import LegacySession
+        from cockpit.core.debug.session import LegacySession
 
         log = self.query_one("#pdb-output", Log)
         host = host_of(self.app)

@@ -17,8 +17,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Static
 
+from cockpit.core.debug.paused import PausedGroup, PausedWorker, describe_age
 from cockpit.core.errors import CockpitError
-from cockpit.core.paused import PausedGroup, PausedWorker, describe_age
 from cockpit.ui.messages import RefreshRequested
 from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.screens.confirm import ConfirmScreen
@@ -245,7 +245,7 @@ class DebuggerScreen(CockpitScreen):
 
     @work(group="debug-release", exclusive=True, description="Releasing paused workers")
     async def _release(self, workers: tuple[PausedWorker, ...]) -> None:
-        from cockpit.core.debug_session import DebugSession
+        from cockpit.core.debug.session import DebugSession
 
         connection = await self.host.connection()
         limit = asyncio.Semaphore(4)

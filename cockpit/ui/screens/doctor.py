@@ -18,7 +18,13 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
-from cockpit.core.stacks import StackGroup, StacksReport, group_heading, merge_failures, working_threads
+from cockpit.core.doctor.stacks import (
+    StackGroup,
+    StacksReport,
+    group_heading,
+    merge_failures,
+    working_threads,
+)
 from cockpit.core.units import duration
 from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.state import JobWatch

@@ -15,7 +15,7 @@ from textual.binding import Binding
 from textual.timer import Timer
 from textual.widgets import Input
 
-from cockpit.core.gpu_board import SORT_KEYS, GpuFleet, SortKey
+from cockpit.core.gpu.board import SORT_KEYS, GpuFleet, SortKey
 from cockpit.ui.messages import HighResToggled
 from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.state import Topic

@@ -16,9 +16,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from cockpit.core import launch, profiles
 from cockpit.core.errors import CockpitError
-from cockpit.core.preflight import Check, upload_check
+from cockpit.core.jobs import launch, profiles
+from cockpit.core.jobs.preflight import Check, upload_check
 from cockpit.ui.state import CockpitHost, host_of
 from cockpit.ui.widgets.safe_text import clean, plain
 

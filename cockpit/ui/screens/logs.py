@@ -20,7 +20,7 @@ from textual.widgets import Input, Static
 from textual.worker import Worker
 
 from cockpit.core.errors import CockpitError
-from cockpit.core.log_sources import LocalFileTail, LogSource, LogTail
+from cockpit.core.logs.sources import LocalFileTail, LogSource, LogTail
 from cockpit.core.snapshots import ActorRow, JobRow, LogIndex, NodeSnapshot
 from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.screens.picker import PickScreen

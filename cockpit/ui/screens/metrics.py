@@ -20,7 +20,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Input, Static
 
-from cockpit.core.metric_series import SeriesStore, Summary, format_value
+from cockpit.core.metrics.series import SeriesStore, Summary, format_value
 from cockpit.core.snapshots import JobRow
 from cockpit.core.units import duration
 from cockpit.ui.screens.base import CockpitScreen

@@ -22,8 +22,8 @@ from textual.geometry import Size
 from textual.message import Message
 from textual.strip import Strip
 
-from cockpit.core.actor_table import ActorIndex
-from cockpit.core.actors import ActorView
+from cockpit.core.actors.listing import ActorView
+from cockpit.core.actors.table import ActorIndex
 from cockpit.core.units import duration
 from cockpit.ui.widgets.line_view import LineView
 from cockpit.ui.widgets.safe_text import clean

@@ -23,12 +23,12 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from cockpit.core.gpu_board import IDLE_BELOW, GpuFleet, GpuRow
+from cockpit.core.gpu.board import IDLE_BELOW, GpuFleet, GpuRow
 from cockpit.core.snapshots import NodeSnapshot
 from cockpit.ui.widgets.gpu_cells import age, celsius, gpu_label, memory, util_text, watts
 from cockpit.ui.widgets.safe_text import clean
 
-CLASSES = (  # in the order of the fleet's state codes (cockpit.core.gpu_board: DEAD ... U0 + 5)
+CLASSES = (  # in the order of the fleet's state codes (cockpit.core.gpu.board: DEAD ... U0 + 5)
     "dead",
     "none",
     "stale",

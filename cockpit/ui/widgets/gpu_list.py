@@ -18,8 +18,8 @@ from rich.segment import Segment
 from textual.geometry import Size
 from textual.strip import Strip
 
-from cockpit.core.gpu_board import ActorRef, GpuFleet, GpuRow, SortKey, is_stale
-from cockpit.core.gpu_history import UtilHistory
+from cockpit.core.gpu.board import ActorRef, GpuFleet, GpuRow, SortKey, is_stale
+from cockpit.core.gpu.history import UtilHistory
 from cockpit.core.snapshots import NA, NodeSnapshot
 from cockpit.ui.widgets import gpu_cells as cells
 from cockpit.ui.widgets.line_view import LineView

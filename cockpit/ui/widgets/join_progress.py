@@ -8,8 +8,8 @@ from dataclasses import replace
 from rich.text import Text
 from textual.widgets import Static
 
-from cockpit.core.join import JoinProgress
-from cockpit.core.slurm import SlurmJob, clock
+from cockpit.core.cluster.join import JoinProgress
+from cockpit.core.slurm.queue import SlurmJob, clock
 from cockpit.core.units import duration
 from cockpit.ui.widgets.safe_text import clean
 

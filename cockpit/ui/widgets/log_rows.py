@@ -16,7 +16,8 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator
 from itertools import accumulate
 
-from cockpit.core.logs import LineBuffer, LogLine, strip_ansi, wrapped_order
+from cockpit.core.logs.buffer import LineBuffer, LogLine, wrapped_order
+from cockpit.core.text import strip_ansi
 from cockpit.ui.widgets.log_text import display_width
 
 TAG_MAX = 24

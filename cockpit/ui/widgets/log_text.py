@@ -20,7 +20,7 @@ from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Span, Text
 
-from cockpit.core.logs import strip_ansi
+from cockpit.core.text import strip_ansi
 from cockpit.ui.widgets.safe_text import CONTROLS, REPLACEMENT
 
 _ESCAPE = re.compile(

@@ -27,7 +27,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from cockpit.core.logs import LineBuffer, LogLine, strip_ansi
+from cockpit.core.logs.buffer import LineBuffer, LogLine
+from cockpit.core.text import strip_ansi
 from cockpit.ui.widgets.log_rows import LogRows
 from cockpit.ui.widgets.log_text import line_text
 from cockpit.ui.widgets.safe_text import clean

@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from cockpit.core.slurm import WALLTIME_WARN_SECONDS
+from cockpit.core.slurm.queue import WALLTIME_WARN_SECONDS
 from cockpit.core.units import duration
 from cockpit.ui.widgets.safe_text import clean
 

@@ -1,0 +1,398 @@
+"""Provides log sources (a job's driver log, an actor's output, any file of any node) and `LogTail`,
+which follows one through the dashboard and resumes after a drop with no gap and no repeated byte.
+
+Ray 2.60's log API cannot start a read at a byte offset, and it reports no file size: `lines=N` counts
+from the end of the file as it is at that moment, and `lines=-1` starts at byte 0. Counted from the
+end, no position survives a drop: in a run that prints the same block over and over, nothing tells how
+many blocks were written while the stream was down. Byte 0 is the one fixed point, so the tail counts
+every byte from there (`Ledger`): each (re)open reads the file from its start, discards exactly the bytes
+already delivered and checks the last 4 KiB of them on the way (a file replaced or rotated under the
+tail is caught there, or by being shorter than what was delivered). The cost is a read of the whole
+file per resume; no read has a total time limit, only a limit on each wait while that part is resent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+from cockpit.core.cluster.dashboard import DashboardClient
+from cockpit.core.cluster.errors import DashboardError, DashboardUnreachable, LogStalled
+from cockpit.core.snapshots import ActorRow, JobRow
+
+CHECKED_BYTES = 4096
+"""How many of the last bytes delivered a replay compares, at their exact offsets (not a search)."""
+HISTORY_LIMIT = 8 << 20
+"""At most this much history when starting at the last N lines (one runaway line cannot fill memory)."""
+RETRY_SECONDS = (0.5, 1.0, 2.0, 4.0)
+FILE_READ_FLOOR_S = 600
+FILE_READ_BYTES_PER_S = 1 << 20
+"""The dashboard's deadline for one whole-file read: the floor, plus a second per MiB known to be there."""
+
+
+class FileReplaced(Exception):
+    """The file no longer holds the bytes delivered from it (rewritten, truncated or rotated)."""
+
+
+class Ledger:
+    """Where the bytes delivered so far end in the file, and the last of them.
+
+    A replay is a read of the file from byte 0; `feed` takes its chunks in order, however they are cut,
+    and returns only the bytes past `offset` (advancing it): after any number of replays that stop
+    anywhere, the bytes returned, joined, are the file from the first offset on, once each.
+    """
+
+    def __init__(self, offset: int = 0, recent: bytes = b"") -> None:
+        self.offset = offset
+        """Absolute offset, in the file, of the end of what was delivered."""
+        self.recent = recent[-CHECKED_BYTES:]
+        """The last bytes before `offset` (up to CHECKED_BYTES): what a replay must find there."""
+        self.seen = 0
+        """Bytes of the current replay fed so far (its position in the file)."""
+
+    def replay(self) -> None:
+        """A new read of the file from byte 0 begins."""
+        self.seen = 0
+
+    @property
+    def caught_up(self) -> bool:
+        return self.seen >= self.offset
+
+    def feed(self, chunk: bytes) -> bytes:
+        """The part of `chunk` (the replay's next bytes) past what was delivered; it counts as delivered.
+
+        Raises:
+            FileReplaced: the replay's bytes before `offset` differ from the ones delivered there.
+        """
+        start, self.seen = self.seen, self.seen + len(chunk)
+        checked_from = self.offset - len(self.recent)
+        low, high = max(start, checked_from), min(self.seen, self.offset)
+        if (
+            low < high
+            and chunk[low - start : high - start] != self.recent[low - checked_from : high - checked_from]
+        ):
+            raise FileReplaced(f"the bytes before offset {self.offset} changed")
+        if self.seen <= self.offset:
+            return b""
+        new = chunk[self.offset - start :]
+        self.offset = self.seen
+        self.recent = (self.recent + new)[-CHECKED_BYTES:]
+        return new
+
+
+class LastLines:
+    """The last `n` lines of a read from byte 0, chosen as Ray's `lines=n` chooses them (a last line
+    without a newline counts as one), and never more than `limit` bytes (then cut mid-line).
+
+    Memory stays near the size of those lines: the start only moves forward as bytes arrive, so
+    everything before it is dropped now and then.
+    """
+
+    def __init__(self, n: int, limit: int = HISTORY_LIMIT) -> None:
+        self.n = n
+        self.limit = limit
+        self._buffer = bytearray()
+        self._kept = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self._buffer += chunk
+        if len(self._buffer) > 2 * max(self._kept, 1 << 20):
+            del self._buffer[: self._start()]
+            self._kept = len(self._buffer)
+
+    def _start(self) -> int:
+        buffer, end = self._buffer, len(self._buffer)
+        if self.n <= 0:
+            return end
+        # Start after the (n+1)-th newline from the end, the file's last newline included; a partial
+        # last line is one of the n. Fewer newlines: the start of what is held (a line start, or byte 0).
+        position = end
+        for _ in range(self.n + 1 if buffer.endswith(b"\n") else self.n):
+            position = buffer.rfind(b"\n", 0, position)
+            if position < 0:
+                break
+        return max(position + 1, end - self.limit)
+
+    def take(self) -> bytes:
+        return bytes(self._buffer[self._start() :])
+
+
+@dataclass(frozen=True)
+class LogSource:
+    """One log: by node and file name, or by actor (the dashboard finds the actor's worker file)."""
+
+    label: str
+    """How lines from it are tagged ("driver", "RolloutWorker_0", "raylet.out")."""
+    node_id: str = ""
+    filename: str = ""
+    actor_id: str = ""
+    suffix: str = "out"
+    """For actors: "out" (stdout) or "err" (stderr)."""
+    path: str = ""
+    """A file on this machine, read without the dashboard (a Slurm job's output, `ray.sub`'s logs)."""
+
+    def params(self) -> list[tuple[str, str]]:
+        if self.actor_id:
+            return [("actor_id", self.actor_id), ("suffix", self.suffix)]
+        return [("node_id", self.node_id), ("filename", self.filename)]
+
+    @classmethod
+    def driver(cls, job: JobRow) -> LogSource:
+        """The job's driver log (stdout and stderr of the entrypoint), on the driver's node."""
+        return cls(label="driver", node_id=job.driver_node_id, filename=f"job-driver-{job.submission_id}.log")
+
+    @classmethod
+    def actor(cls, actor: ActorRow, suffix: str = "out") -> LogSource:
+        name = actor.name or f"{actor.class_name}:{actor.actor_id[:8]}"
+        return cls(
+            label=name if suffix == "out" else f"{name} (stderr)", actor_id=actor.actor_id, suffix=suffix
+        )
+
+    @classmethod
+    def file(cls, node_id: str, filename: str) -> LogSource:
+        return cls(label=filename.rsplit("/", 1)[-1], node_id=node_id, filename=filename)
+
+    @classmethod
+    def local(cls, path: str) -> LogSource:
+        """A file on this machine (no dashboard needed)."""
+        return cls(label=path.rsplit("/", 1)[-1], path=path)
+
+
+class LocalFileTail:
+    """Follows a file on this machine: its last `lines` lines, then what is appended, polled every
+    `interval` seconds (a stat; a read only when it grew). The files it is for (a Slurm job's output,
+    the bootstrap logs of `ray.sub`) exist before any dashboard does. A file that shrinks was replaced:
+    said once, and read again from its top. A file not there yet is waited for.
+    """
+
+    READ_LIMIT = 1 << 20
+    """At most this much per read: a file that grows fast is read in steps."""
+
+    def __init__(
+        self,
+        path: str,
+        lines: int = 1000,
+        on_event: Callable[[str], None] | None = None,
+        interval: float = 1.0,
+    ) -> None:
+        self.path = path
+        self.lines = lines
+        self.on_event = on_event or (lambda _message: None)
+        self.interval = interval
+        self.offset: int | None = None
+
+    def _read(self, start: int, size: int) -> bytes:
+        with open(self.path, "rb") as handle:
+            handle.seek(start)
+            return handle.read(min(size, self.READ_LIMIT))
+
+    def _start(self, size: int) -> int:
+        """Where the last `lines` lines begin (reading at most HISTORY_LIMIT bytes of the end)."""
+        if self.lines < 0:
+            return 0
+        begin = max(0, size - HISTORY_LIMIT)
+        last = LastLines(self.lines)
+        with open(self.path, "rb") as handle:
+            handle.seek(begin)
+            last.feed(handle.read(size - begin))
+        return size - len(last.take())
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        missing_said = False
+        while True:
+            try:
+                size = (await asyncio.to_thread(os.stat, self.path)).st_size
+                if self.offset is None:
+                    self.offset = await asyncio.to_thread(self._start, size)
+                if size < self.offset:
+                    self.on_event(f"{self.path} is shorter than what was read: replaced; reading it again")
+                    self.offset = 0
+                if size > self.offset:
+                    data = await asyncio.to_thread(self._read, self.offset, size - self.offset)
+                    self.offset += len(data)
+                    if data:
+                        yield data
+                        continue  # more may be there already
+                missing_said = False
+            except FileNotFoundError:
+                if not missing_said:
+                    self.on_event(f"{self.path} is not there (yet); waiting for it")
+                    missing_said = True
+            except OSError as exc:
+                self.on_event(f"cannot read {self.path}: {exc.strerror}")
+            await asyncio.sleep(self.interval)
+
+
+class LogTail:
+    """Follows one log source; iterate `chunks()` for its bytes, in order, each exactly once.
+
+    Guarantee: everything yielded by `chunks()` and `rest()`, over any number of drops and of iterations
+    stopped and started again, joined, is exactly the file from the start point on, for as long as the
+    file is only appended to. The start point is byte 0 (`lines=-1`), or the start of the last `lines`
+    lines when the tail first read the file (at most HISTORY_LIMIT bytes of them). If the file is
+    replaced, truncated or rotated, `on_event` says so and the tail goes on with the new file from its
+    top (that break is the one exception, and it is announced).
+
+    Cost: every (re)open reads the file from byte 0 and drops what was delivered (Ray can start nowhere
+    else, see the module docstring); starting at the last N lines reads the file once more before that.
+    One iteration at a time: `chunks()` and `rest()` share the position.
+
+    Args:
+        lines: how many existing lines to start with (-1: the whole file, 0: none).
+        on_event: told, in one sentence, when the stream dropped and when it resumed.
+        interval: how often the dashboard looks for new bytes at the end of the file (seconds).
+    """
+
+    def __init__(
+        self,
+        client: DashboardClient,
+        source: LogSource,
+        lines: int = 1000,
+        on_event: Callable[[str], None] | None = None,
+        interval: float = 0.5,
+    ) -> None:
+        self.client = client
+        self.source = source
+        self.lines = lines
+        self.on_event = on_event or (lambda _message: None)
+        self.interval = interval
+        self.delivered = 0
+        """Bytes delivered so far."""
+        self.resumes = 0
+        self._ledger: Ledger | None = None
+        """None until the start point is placed (the first read of the file)."""
+        self._largest = 0
+        """The most bytes any read of this file has seen: a floor for the size of the next one."""
+
+    @property
+    def offset(self) -> int | None:
+        """Where, in the file, what was delivered ends (None before the first read)."""
+        return self._ledger.offset if self._ledger is not None else None
+
+    def _deadline(self, failures: int) -> int:
+        """The dashboard's time limit for reading the whole file once; doubled after each failed try."""
+        known = max(self._largest, self._ledger.offset if self._ledger is not None else 0)
+        return (FILE_READ_FLOOR_S + known // FILE_READ_BYTES_PER_S) << min(failures, 6)
+
+    def _deliver(self, data: bytes) -> bytes:
+        self.delivered += len(data)
+        return data
+
+    async def _history(self, failures: int) -> bytes:
+        """Read the file to its end, keep its last `lines` lines and place the start point after them."""
+        last = LastLines(self.lines)
+        recent = b""
+        size = 0
+        async for chunk in self.client.read_log(self.source.params(), deadline_s=self._deadline(failures)):
+            last.feed(chunk)
+            recent = (recent + chunk)[-CHECKED_BYTES:]
+            size += len(chunk)
+            self._largest = max(self._largest, size)
+        self._ledger = Ledger(offset=size, recent=recent)
+        return last.take()
+
+    async def _shorter_than(self, offset: int, failures: int) -> bool:
+        """Whether the file now holds fewer than `offset` bytes (a stalled replay: truncated, or slow?)."""
+        size = 0
+        async for chunk in self.client.read_log(self.source.params(), deadline_s=self._deadline(failures)):
+            size += len(chunk)
+            if size >= offset:
+                return False
+        return True
+
+    def _replaced(self) -> None:
+        self.on_event(
+            f"{self.source.label}: the file no longer holds what was shown (rotated or rewritten); "
+            "following the new file from its top"
+        )
+        self._ledger = Ledger()
+
+    def _retry_delay(self, exc: DashboardError, failures: int) -> float:
+        """The wait before the next try, or raise: a drop, the dashboard's request limit or a module
+        restart is retried; a missing node or a refused token is not."""
+        if not (isinstance(exc, DashboardUnreachable) or exc.status in (429, 500, 502, 503, 504)):
+            raise exc
+        return RETRY_SECONDS[min(failures, len(RETRY_SECONDS) - 1)]
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """New bytes, forever. Iterating again later (a pane shown again) continues where it stopped."""
+        failures = 0
+        while True:
+            try:
+                if self._ledger is None:
+                    if self.lines < 0:
+                        self._ledger = Ledger()
+                    else:
+                        history = await self._history(failures)
+                        if history:
+                            yield self._deliver(history)
+                ledger = self._ledger
+                assert ledger is not None
+                ledger.replay()
+                async for chunk in self.client.stream_log(
+                    self.source.params(), lines=-1, interval=self.interval, replay_bytes=ledger.offset
+                ):
+                    data = ledger.feed(chunk)
+                    if failures and ledger.caught_up:
+                        self.on_event(f"{self.source.label}: stream resumed, no line lost or repeated")
+                        failures = 0
+                    if data:
+                        yield self._deliver(data)
+            except FileReplaced:
+                self._replaced()
+            except DashboardError as exc:
+                if isinstance(exc, LogStalled) and self._ledger is not None:
+                    try:
+                        if await self._shorter_than(self._ledger.offset, failures):
+                            self._replaced()
+                            continue
+                    except DashboardError as check:
+                        exc = check
+                delay = self._retry_delay(exc, failures)
+                failures += 1
+                self.resumes += 1
+                self.on_event(f"{self.source.label}: stream dropped ({exc}); resuming in {delay:g} s")
+                await asyncio.sleep(delay)
+
+    async def rest(self) -> AsyncIterator[bytes]:
+        """The bytes not delivered yet, up to the end of the file as it is now (e.g. once the job ended).
+
+        The same bytes `chunks()` would have gone on with, read through the file endpoint (which ends),
+        with no total time limit. A drop is retried a few times, then raised.
+        """
+        failures = 0
+        while True:
+            try:
+                if self._ledger is None:
+                    if self.lines >= 0:
+                        history = await self._history(failures)
+                        if history:
+                            yield self._deliver(history)
+                        return
+                    self._ledger = Ledger()
+                ledger = self._ledger
+                ledger.replay()
+                async for chunk in self.client.read_log(
+                    self.source.params(), deadline_s=self._deadline(failures)
+                ):
+                    self._largest = max(self._largest, ledger.seen + len(chunk))
+                    data = ledger.feed(chunk)
+                    if data:
+                        yield self._deliver(data)
+                if not ledger.caught_up:
+                    raise FileReplaced(f"the file ends before offset {ledger.offset}")
+                return
+            except FileReplaced:
+                self._replaced()
+            except DashboardError as exc:
+                delay = self._retry_delay(exc, failures)
+                if failures >= len(RETRY_SECONDS):
+                    raise
+                failures += 1
+                await asyncio.sleep(delay)
+
+    async def remainder(self) -> bytes:
+        """`rest()` joined (held in memory whole: for a large file, iterate `rest()`)."""
+        return b"".join([chunk async for chunk in self.rest()])
