@@ -184,7 +184,8 @@ async def _submit(
     follow: bool,
 ) -> int:
     from cockpit.core.connect.connection import open_dashboard
-    from cockpit.core.jobs.launch import LaunchBlocked, plan, submit, with_cluster_checks
+    from cockpit.core.jobs.errors import LaunchBlocked
+    from cockpit.core.jobs.launch import plan, submit, with_cluster_checks
 
     async with open_dashboard(target, options) as client:
         launch: LaunchPlan = plan(profile, overrides, await client.nodes())
@@ -229,6 +230,7 @@ async def follow_job(
     with no line lost or repeated (LogTail). The end is read from the file once the job is over.
     """
     from cockpit.core.cluster.errors import DashboardError
+    from cockpit.core.errors import is_permanent
     from cockpit.core.logs.sources import LogSource, LogTail
 
     write, end = log_writer(colour)
@@ -241,8 +243,11 @@ async def follow_job(
             nonlocal job
             while not job.terminal:
                 await asyncio.sleep(2.0)
-                with contextlib.suppress(DashboardError):
+                try:
                     job = await client.job(submission_id)
+                except DashboardError as exc:
+                    if is_permanent(exc):  # the one rule: a refusal ends the follow, a drop is ridden out
+                        raise
             done.set()
 
         async def stream() -> None:

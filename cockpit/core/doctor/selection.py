@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cockpit.core.actors.roles import role_of
+from cockpit.core.doctor.errors import SelectionError as SelectionError
 from cockpit.core.doctor.stacks import Member
-from cockpit.core.errors import CockpitError
 from cockpit.core.snapshots import ActorRow, JobRow, NodeSnapshot, match_job
 
 if TYPE_CHECKING:
@@ -21,10 +21,6 @@ MAX_PROCESSES = 2000
 """Processes asked for at once (the list calls' limit); more is said in a note."""
 
 # -- which processes -----------------------------------------------------------------------------------
-
-
-class SelectionError(CockpitError):
-    """Nothing to take stacks of (an unknown job, actor or node); `str()` is one line."""
 
 
 @dataclass(frozen=True)
