@@ -10,6 +10,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from cockpit.cli.common import EXIT_OK, EXIT_STUCK, add_connect_options, connect_options, err
+from cockpit.core.cluster.selectors import NODE_SELECTOR
 
 if TYPE_CHECKING:
     from cockpit.core.actors.listing import ActorList
@@ -30,7 +31,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--filter",
         metavar="TEXT",
         default="",
-        help="filter terms: 'state:ALIVE role:rollout node:HOST job:ID class:NAME free text'",
+        help=(
+            "filter terms: 'state:ALIVE role:rollout node:NODE job:ID class:NAME free text'; node: is "
+            f"{NODE_SELECTOR} (every node it matches)"
+        ),
     )
     p.add_argument("--limit", type=int, default=1000, metavar="N", help="at most N actors (1..10000)")
     p.add_argument(

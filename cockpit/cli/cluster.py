@@ -8,7 +8,6 @@ import json
 import sys
 import time
 from collections import Counter
-from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
 from cockpit.cli.common import (
@@ -264,93 +263,40 @@ async def _wait(
     timeout: float,
     interval: float,
 ) -> int:
-    from cockpit.core.cluster.errors import DashboardError
-    from cockpit.core.cluster.join import JoinProgress
-    from cockpit.core.connect.connection import Connection, open_connection
-    from cockpit.core.slurm import queue as slurm
-    from cockpit.core.ssh.errors import SshError
+    """The join gate's wait (`cockpit.core.connect.wait`), its rounds printed on stderr: over one line on a
+    terminal, else a line each time what it says changes. A permanent error ends it at once (raised: one
+    line, exit 1); a timeout exits 3 with what is missing."""
+    from cockpit.core.connect.wait import WaitRound, wait_for_shape
     from cockpit.core.text import clean
     from cockpit.core.units import duration
 
-    started = time.monotonic()
     live = sys.stderr.isatty()
-    last_line = ""
-    progress: JoinProgress | None = None
-    problem = ""
-    checked = 0.0
-    """When Slurm was last asked whether a slurm: target's job still runs."""
-    async with AsyncExitStack() as stack:
-        connection: Connection | None = None
-        while True:
-            pause = interval
-            try:
-                if connection is None:
-                    # Over SSH the head's sshd may not be up yet either (the sbatch join gate): retry.
-                    connection = await stack.enter_async_context(open_connection(target, options))
-                    if connection.slurm is not None:  # the allocation's shape, unless given
-                        nodes = nodes or connection.slurm.num_nodes
-                        gpus = gpus if gpus is not None else connection.slurm.gpus
-                progress = JoinProgress.of(await connection.client.nodes(), nodes, gpus)
-                problem = ""
-            except slurm.SlurmNotRunning as exc:
-                if exc.ended:
-                    raise
-                problem = str(exc)  # pending: its reason and estimate, refreshed
-                pause = max(interval, slurm.PENDING_POLL_SECONDS / 2)
-            except slurm.SlurmError as exc:
-                if exc.permanent:
-                    raise
-                problem = str(exc)  # slurmctld busy: ask again
-                pause = max(interval, slurm.PENDING_POLL_SECONDS / 2)
-            except SshError as exc:
-                if exc.permanent:
-                    raise
-                problem = str(exc)
-                checked = await _slurm_still_there(target, checked)
-            except DashboardError as exc:
-                # The head may still be starting: keep waiting, but say why nothing is counted.
-                problem = str(exc)
-                checked = await _slurm_still_there(target, checked)
-            waited = time.monotonic() - started
-            line = f"[{duration(waited)}] " + clean(problem or (progress.summary() if progress else ""))
-            if live:
-                print(f"\r\x1b[K{line}", end="", file=sys.stderr, flush=True)
-            elif line.split("] ", 1)[1] != last_line.split("] ", 1)[-1]:
-                print(line, file=sys.stderr, flush=True)
-            last_line = line
-            if progress is not None and progress.ready and not problem:
-                if live:
-                    print(file=sys.stderr)
-                print(f"ready: {progress.summary()}")
-                return EXIT_OK
-            if waited >= timeout:
-                break
-            await asyncio.sleep(min(pause, max(0.1, timeout - waited)))
-    if live:
-        print(file=sys.stderr)
-    if progress is None:
-        err(f"timed out after {duration(timeout)}: {problem}")
-        return EXIT_TIMEOUT
-    _say_what_is_missing(progress, nodes or 0, gpus, timeout)
-    return EXIT_TIMEOUT
+    said = ""
 
+    def show(now: WaitRound) -> None:
+        nonlocal said
+        text = clean(now.line)
+        line = f"[{duration(now.waited)}] {text}"
+        if live:
+            print(f"\r\x1b[K{line}", end="", file=sys.stderr, flush=True)
+        elif text != said:
+            print(line, file=sys.stderr, flush=True)
+        said = text
 
-async def _slurm_still_there(target: Target, checked: float) -> float:
-    """For a slurm target whose head does not answer (yet): raise if the job ended (no point waiting).
-    Asks Slurm at most every 10 s (CHECKED: when it last did); returns when it last asked."""
-    from cockpit.core.slurm import queue as slurm
-    if target.kind != "slurm" or target.slurm_job is None:
-        return checked
-    if time.monotonic() - checked < slurm.PENDING_POLL_SECONDS:
-        return checked
-    checked = time.monotonic()
     try:
-        job = await slurm.lookup(target.slurm_job)
-    except slurm.SlurmError:
-        return checked  # slurmctld busy: a later round asks again
-    if job.ended or job.ending:
-        raise slurm.SlurmNotRunning(job)
-    return checked
+        outcome = await wait_for_shape(target, options, nodes, gpus, timeout, interval, on_round=show)
+    finally:
+        if live and said:
+            print(file=sys.stderr)
+    if outcome.ready:
+        assert outcome.last.progress is not None
+        print(f"ready: {outcome.last.progress.summary()}")
+        return EXIT_OK
+    if outcome.last.progress is None:
+        err(f"timed out after {duration(timeout)}: {clean(outcome.last.problem)}")
+        return EXIT_TIMEOUT
+    _say_what_is_missing(outcome.last.progress, outcome.expected_nodes, outcome.expected_gpus, timeout)
+    return EXIT_TIMEOUT
 
 
 def _say_what_is_missing(progress: JoinProgress, nodes: int, gpus: float | None, timeout: float) -> None:

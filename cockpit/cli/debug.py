@@ -158,7 +158,8 @@ async def _read_line(prompt: str) -> str | None:
 
 
 async def dap_console(connection: Connection, worker: PausedWorker) -> None:
-    from cockpit.core.debug.session import AttachError, DebugSession
+    from cockpit.core.debug.errors import AttachError
+    from cockpit.core.debug.session import DebugSession
     from cockpit.core.text import clean
 
     say(f"attaching to {clean(worker.label())} at {worker.address} ...")
@@ -202,8 +203,7 @@ class DapConsole:
         return f"> {clean(frame.path)}({frame.line}){clean(frame.name)}()"
 
     async def run(self, line: str) -> str:
-        from cockpit.core.debug.dap import DapError
-        from cockpit.core.debug.session import AttachError
+        from cockpit.core.debug.errors import AttachError, DapError
         from cockpit.core.text import clean
 
         command, _, rest = line.strip().partition(" ")
@@ -260,7 +260,7 @@ class DapConsole:
         return frames[self.index].id if frames else None
 
     async def _pretty(self, expression: str) -> str | None:
-        from cockpit.core.debug.dap import DapError
+        from cockpit.core.debug.errors import DapError
 
         try:
             value = await self.session.client.evaluate(

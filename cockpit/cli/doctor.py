@@ -28,10 +28,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "stacks", help="the Python stack of every worker, all nodes at once, grouped by identical stack"
     )
     add_connect_options(p)
+    from cockpit.core.cluster.selectors import ACTOR_SELECTOR, NODE_SELECTOR
+
     which = p.add_mutually_exclusive_group()
     which.add_argument("--job", metavar="ID", help="the job's driver, actors and running tasks")
-    which.add_argument("--actor", metavar="ID", help="one actor (id, id prefix or name)")
-    which.add_argument("--node", metavar="ID", help="every worker of one node (id prefix, IP or host name)")
+    which.add_argument("--actor", metavar="ACTOR", help=f"one alive actor: {ACTOR_SELECTOR}")
+    which.add_argument("--node", metavar="NODE", help=f"every worker of one alive node: {NODE_SELECTOR}")
     p.add_argument("--native", action="store_true", help="native (C/C++) frames too (slower)")
     p.add_argument("--json", action="store_true", help="machine-readable output (cluster text as is)")
     p.add_argument(

@@ -20,6 +20,7 @@ from cockpit.cli.common import (
     err,
     print_checklist,
 )
+from cockpit.core.cluster.selectors import ACTOR_SELECTOR, NODE_SELECTOR
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from cockpit.core.jobs.launch import LaunchPlan
     from cockpit.core.jobs.overrides import Override
     from cockpit.core.jobs.profiles import Profile
-    from cockpit.core.snapshots import ActorRow, JobRow
+    from cockpit.core.snapshots import JobRow
     from cockpit.core.targets import Target
 
 DRY_RUN_TIMEOUT = 5.0
@@ -74,9 +75,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p = sub.add_parser("logs", help="print or follow a driver, actor or node log")
     add_connect_options(p)
     p.add_argument("job", nargs="?", metavar="JOB", help="submission id: the job's driver log")
-    p.add_argument("--actor", metavar="ID", help="an actor's output (actor id or name)")
+    p.add_argument("--actor", metavar="ACTOR", help=f"an actor's output: {ACTOR_SELECTOR}")
     p.add_argument("--err", action="store_true", help="with --actor: stderr instead of stdout")
-    p.add_argument("--node", metavar="ID", help="a node (id or unique prefix), with --file")
+    p.add_argument("--node", metavar="NODE", help=f"a node, with --file: {NODE_SELECTOR}")
     p.add_argument("--file", metavar="NAME", help="a log file of --node (e.g. raylet.out)")
     p.add_argument(
         "--follow", "-f", action="store_true", help="keep printing (a job's log ends with the job)"
@@ -184,7 +185,8 @@ async def _submit(
     follow: bool,
 ) -> int:
     from cockpit.core.connect.connection import open_dashboard
-    from cockpit.core.jobs.launch import LaunchBlocked, plan, submit, with_cluster_checks
+    from cockpit.core.jobs.errors import LaunchBlocked
+    from cockpit.core.jobs.launch import plan, submit, with_cluster_checks
 
     async with open_dashboard(target, options) as client:
         launch: LaunchPlan = plan(profile, overrides, await client.nodes())
@@ -229,6 +231,7 @@ async def follow_job(
     with no line lost or repeated (LogTail). The end is read from the file once the job is over.
     """
     from cockpit.core.cluster.errors import DashboardError
+    from cockpit.core.errors import is_permanent
     from cockpit.core.logs.sources import LogSource, LogTail
 
     write, end = log_writer(colour)
@@ -241,8 +244,11 @@ async def follow_job(
             nonlocal job
             while not job.terminal:
                 await asyncio.sleep(2.0)
-                with contextlib.suppress(DashboardError):
+                try:
                     job = await client.job(submission_id)
+                except DashboardError as exc:
+                    if is_permanent(exc):  # the one rule: a refusal ends the follow, a drop is ridden out
+                        raise
             done.set()
 
         async def stream() -> None:
@@ -290,13 +296,14 @@ def logs(args: argparse.Namespace) -> int:
 
     chosen = [bool(args.job), bool(args.actor), bool(args.node or args.file)]
     if sum(chosen) != 1:
-        raise CockpitError("give exactly one of JOB, --actor ID, or --node ID --file NAME.")
+        raise CockpitError("give exactly one of JOB, --actor ACTOR, or --node NODE --file NAME.")
     if (args.node is None) != (args.file is None):
         raise CockpitError("--node and --file go together (e.g. --node 3f2a --file raylet.out).")
     target = parse_target(args.target)
     colour = colour_wanted(args.color)
 
     async def run() -> int:
+        from cockpit.core.cluster.selectors import find_actor, find_node
         from cockpit.core.logs.sources import LogSource, LogTail
 
         async with open_dashboard(target, connect_options(args)) as client:
@@ -308,9 +315,9 @@ def logs(args: argparse.Namespace) -> int:
                     raise CockpitError(f"{job.key} has no driver log yet ({job.status}).")
                 source = LogSource.driver(job)
             elif args.actor:
-                source = LogSource.actor(await _find_actor(client, args.actor), "err" if args.err else "out")
+                source = LogSource.actor(await find_actor(client, args.actor), "err" if args.err else "out")
             else:
-                source = LogSource.file(await _find_node(client, args.node), args.file)
+                source = LogSource.file((await find_node(client, args.node)).node_id, args.file)
             write, end = log_writer(colour)
             if not args.follow:
                 write(await client.log_bytes(source.params(), lines=args.lines))
@@ -324,24 +331,3 @@ def logs(args: argparse.Namespace) -> int:
 
     return asyncio.run(run())
 
-
-async def _find_actor(client: DashboardClient, wanted: str) -> ActorRow:
-    from cockpit.core.errors import CockpitError
-
-    column = "actor_id" if len(wanted) == 32 and all(c in "0123456789abcdef" for c in wanted) else "name"
-    rows = (await client.actors(filters=[(column, "=", wanted)], limit=10)).rows
-    if not rows:
-        raise CockpitError(f"no actor with {'id' if column == 'actor_id' else 'name'} {wanted!r}.")
-    alive = [a for a in rows if a.state == "ALIVE"]
-    return (alive or list(rows))[0]
-
-
-async def _find_node(client: DashboardClient, wanted: str) -> str:
-    from cockpit.core.errors import CockpitError
-
-    rows = (await client.node_table()).rows
-    matches = [n.node_id for n in rows if n.node_id.startswith(wanted)]
-    if len(matches) != 1:
-        known = ", ".join(n.node_id[:8] for n in rows)
-        raise CockpitError(f"{wanted!r} matches {len(matches)} nodes (known: {known}).")
-    return str(matches[0])

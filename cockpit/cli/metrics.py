@@ -324,7 +324,7 @@ async def _follow(
     """Feed the driver log's new bytes to PARSER until the job ends, then its last bytes; returns the
     ended job. A quiet stream gives out the step being assembled."""
     from cockpit.core.cluster.errors import DashboardError
-    from cockpit.core.errors import CockpitError
+    from cockpit.core.errors import CockpitError, is_permanent
 
     queue: asyncio.Queue[bytes] = asyncio.Queue(maxsize=64)  # back-pressure on the stream
 
@@ -336,8 +336,11 @@ async def _follow(
         current = job
         while not current.terminal:
             await asyncio.sleep(STATUS_EVERY_S)
-            with contextlib.suppress(DashboardError):
+            try:
                 current = await client.job(job.key)
+            except DashboardError as exc:
+                if is_permanent(exc):  # the one rule: a refusal ends the follow, a drop is ridden out
+                    raise
         return current
 
     def take(chunk: bytes) -> None:

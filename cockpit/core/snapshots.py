@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeVar
 
-from cockpit.core.errors import JobNotFound
+from cockpit.core.errors import CockpitError
 
 T = TypeVar("T")
 
@@ -284,6 +284,10 @@ class JobRow:
     @property
     def terminal(self) -> bool:
         return self.status in ("STOPPED", "SUCCEEDED", "FAILED")
+
+
+class JobNotFound(CockpitError):
+    """No job, or more than one, answers to the id the user gave."""
 
 
 def match_job(jobs: Iterable[JobRow], wanted: str) -> JobRow:

@@ -8,11 +8,15 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
-from cockpit.core.errors import TargetError
+from cockpit.core.errors import CockpitError
 
 TargetKind = Literal["local", "http", "ssh", "slurm"]
 
 _DESTINATION_FORMS = "expected alias, user@host, host:port or user@[v6addr]:port"
+
+
+class TargetError(CockpitError):
+    """A TARGET argument that cannot be understood."""
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,9 @@ from typing import Any
 
 from cockpit.core.cluster.dashboard import DashboardClient
 from cockpit.core.connect.connection import Connection
+from cockpit.core.doctor.errors import SelectionError
 from cockpit.core.doctor.gather import take
-from cockpit.core.doctor.selection import SelectionError, select
+from cockpit.core.doctor.selection import select
 from cockpit.core.doctor.stacks import StacksReport
 from cockpit.core.jobs import profiles
 from tests.harness.cluster import ClusterHandle

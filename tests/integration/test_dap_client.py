@@ -17,7 +17,8 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from cockpit.core.debug.dap import DapBusy, DapClient, DapClosed, DapError, Frame, Stopped, Variable
+from cockpit.core.debug.dap import DapClient, Frame, Stopped, Variable
+from cockpit.core.debug.errors import DapBusy, DapClosed, DapError
 from tests.harness import debuggee as debuggee_script
 from tests.harness.debuggee import EXIT_CODE, Debuggee, kill_adapter, start_debuggee
 from tests.harness.loop_errors import fail_on_loop_errors

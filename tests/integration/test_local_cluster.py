@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from cockpit.core.connect.connection import open_connection
-from cockpit.core.errors import CockpitError, LocalClusterError
+from cockpit.core.errors import CockpitError
 from cockpit.core.local import ownership, processes, record
+from cockpit.core.local.record import LocalClusterError
 from cockpit.core.targets import parse_target
 from tests.harness.cluster import cluster_processes, process_names, processes_named
 from tests.harness.loop_io import opened_on_main_thread

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import json
 import os
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from ray.dashboard.modules.log.log_agent import find_start_offset_last_n_lines_from_offset
 
 from cockpit.core.cluster.dashboard import DashboardClient
+from cockpit.core.cluster.selectors import ACTOR_SELECTOR
 from cockpit.core.connect.connection import open_connection
 from cockpit.core.local import record
 from cockpit.core.logs.sources import LogSource, LogTail
@@ -103,7 +105,34 @@ def test_logs_usage_errors_are_one_sentence(ray_cluster: ClusterHandle) -> None:
     both = cockpit("logs", "local", "some-job", "--actor", "x")
     assert both.returncode == 1 and both.stderr.startswith("cockpit: give exactly one of JOB")
     missing = cockpit("logs", "local", "--actor", "NoSuchActor")
-    assert missing.returncode == 1 and "no actor with name 'NoSuchActor'" in missing.stderr
+    assert missing.returncode == 1
+    assert missing.stderr == f"cockpit: no actor 'NoSuchActor' ({ACTOR_SELECTOR}).\n"
+
+
+def test_logs_and_stacks_read_a_node_selector_alike(ray_cluster: ClusterHandle, demo_job: str) -> None:
+    """The local cluster's nodes share this machine's IP and host name: either names several alive
+    nodes, and `logs --node` and `stacks --node` say so in the same one line; the start of an id names
+    one node for both (the demo job's driver runs on the head: something to take the stack of)."""
+    alive = [
+        n for n in json.loads(cockpit("status", "local", "--json").stdout)["nodes"] if n["state"] == "ALIVE"
+    ]
+    assert len(alive) >= 3
+    for selector in (alive[0]["ip"], alive[0]["hostname"].upper()):
+        logs = cockpit("logs", "local", "--node", selector, "--file", "raylet.out", "--lines", "1")
+        stacks = cockpit("stacks", "local", "--node", selector)
+        assert logs.returncode == stacks.returncode == 1
+        assert logs.stderr == stacks.stderr and logs.stderr.count("\n") == 1, (logs.stderr, stacks.stderr)
+        assert logs.stderr.startswith(f"cockpit: {selector!r} matches {len(alive)} nodes: ")
+        assert all(n["node_id"][:8] in logs.stderr for n in alive[:5])
+    head = next(n for n in alive if n["is_head"])
+    start = head["node_id"][:10]
+    by_id = cockpit("logs", "local", "--node", start, "--file", "raylet.out", "--lines", "1")
+    assert by_id.returncode == 0 and by_id.stdout, by_id.stderr
+    stacks = cockpit("stacks", "local", "--node", start, "--json", "--brief")
+    assert stacks.returncode == 0, stacks.stderr
+    assert {m["node_id"] for g in json.loads(stacks.stdout)["groups"] for m in g["members"]} == {
+        head["node_id"]
+    }
 
 
 async def test_stream_cut_mid_way_resumes_without_gap_or_duplicate(

@@ -19,8 +19,9 @@ from cockpit.core.cluster.errors import NotFound
 from cockpit.core.connect.connection import open_connection
 from cockpit.core.debug.paused import PausedCache
 from cockpit.core.debug.session import DebugSession, discover
+from cockpit.core.doctor.errors import SelectionError
 from cockpit.core.doctor.gather import take
-from cockpit.core.doctor.selection import SelectionError, select
+from cockpit.core.doctor.selection import select
 from cockpit.core.logs.sources import LogSource, LogTail
 from cockpit.core.targets import parse_target
 from tests.harness.hang_jobs import SAVERS_STUCK

@@ -82,7 +82,7 @@ def test_stacks_of_the_demo_hang_job_from_the_command_line(ray_cluster: ClusterH
         # The session's demo job has a RolloutWorker_0 too: the name alone is ambiguous, and says so.
         both = run_cockpit("stacks", "local", "--actor", "RolloutWorker_0")
         # (at least 2: an earlier test's job may still be going.)
-        ambiguous = re.match(r"cockpit: RolloutWorker_0 matches (\d+) actors: ", both.stderr)
+        ambiguous = re.match(r"cockpit: 'RolloutWorker_0' matches (\d+) actors: ", both.stderr)
         assert both.returncode == 1 and ambiguous and int(ambiguous.group(1)) >= 2, both.stderr
         assert rank0[:12] in both.stderr and f"(job {job.job_id})" in both.stderr
         one = run_cockpit("stacks", "local", "--actor", rank0[:16], "--json")

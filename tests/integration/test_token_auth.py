@@ -11,9 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from cockpit.core.connect.connection import ConnectOptions
 from cockpit.core.local import processes
 from cockpit.core.local.record import LocalCluster
-from tests.harness.run import run_cockpit
+from cockpit.core.targets import parse_target
+from cockpit.ui.app import CockpitApp
+from cockpit.ui.feeds import NOT_RETRYING
+from cockpit.ui.widgets.status_bar import StatusBar
+from tests.harness.run import run_cockpit, until
 from tests.harness.sshd import start_sshd
 
 pytestmark = pytest.mark.cluster
@@ -87,3 +92,60 @@ def test_token_over_ssh(token_cluster: tuple[LocalCluster, Path], tmp_path: Path
         assert refused.returncode == 1 and "token authentication" in refused.stderr
     finally:
         server.stop()
+
+
+REJECTED = (
+    "the dashboard rejected the token: check --token-file / RAY_AUTH_TOKEN against `ray get-auth-token` "
+    "on the head."
+)
+
+
+def test_wait_gives_up_on_a_wrong_token_at_once(
+    token_cluster: tuple[LocalCluster, Path], tmp_path: Path
+) -> None:
+    """A refused token is permanent (`is_permanent`): one line and exit 1, not exit 3 after 10 minutes of
+    asking again with the same token (the harness's 60 s would end such a run first)."""
+    cluster, _token_file = token_cluster
+    wrong = tmp_path / "wrong-token"
+    wrong.write_text("not-the-token\n")
+    refused = cockpit(
+        "wait",
+        cluster.dashboard_url,
+        "--nodes",
+        "1",
+        "--timeout",
+        "600",
+        "--token-file",
+        str(wrong),
+        home=tmp_path,
+    )
+    assert refused.returncode == 1
+    assert refused.stderr == f"cockpit: {REJECTED}\n"
+    missing = cockpit("wait", cluster.dashboard_url, "--nodes", "1", "--timeout", "600", home=tmp_path)
+    assert (
+        missing.returncode == 1
+        and missing.stderr.count("\n") == 1
+        and "token authentication" in missing.stderr
+    )
+
+
+async def test_the_tui_gives_up_on_a_wrong_token(
+    token_cluster: tuple[LocalCluster, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same refusal in the TUI: said, not retried, until the user fixes it and presses r."""
+    cluster, token_file = token_cluster
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    wrong = tmp_path / "wrong-token"
+    wrong.write_text("not-the-token\n")
+    app = CockpitApp(parse_target(cluster.dashboard_url), ConnectOptions(token_file=str(wrong)))
+    async with app.run_test(size=(160, 30)) as pilot:
+        connection = app.state.connection
+        await until(pilot, lambda: connection.detail != "", timeout=30)
+        assert connection.phase == "unreachable"
+        assert connection.detail == REJECTED + NOT_RETRYING
+        assert "not retrying" in str(app.screen.query_one(StatusBar).render())
+        wrong.write_text(token_file.read_text())  # fixed: r reads the token file again and connects
+        await pilot.press("r")
+        await until(pilot, lambda: connection.phase == "connected", timeout=30)
+        await pilot.press("q")

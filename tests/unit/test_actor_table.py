@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -13,10 +14,12 @@ from cockpit.core.actors.listing import ACTOR_STATES, ActorView, parse_query
 from cockpit.core.actors.roles import role_of
 from cockpit.core.actors.table import SORT_COLUMNS, ActorIndex
 from cockpit.core.cluster import parse
+from cockpit.core.cluster.selectors import node_candidates
 from cockpit.core.snapshots import ActorRow
 
 CLASSES = ("RolloutWorker", "PolicyTrainer", "Critic", "WorkerDict", "Mystery")
-HOSTS = ("gpu-a1", "gpu-a2", "gpu-b1", "")
+HOSTS = ("gpu-a1", "gpu-a10", "gpu-b1", "")
+"""gpu-a1 names one host, though it starts another's name (`cockpit.core.cluster.selectors`)."""
 
 
 def view(
@@ -53,6 +56,10 @@ def test_terms_filter_as_their_keys_say() -> None:
     assert rollout and {v.role for v in rollout} == {"rollout"}
     on_b = [index.rows[i] for i in index.order(parse_query("node:gpu-b"))]
     assert on_b and {v.host for v in on_b} == {"gpu-b1"}
+    on_a1 = [index.rows[i] for i in index.order(parse_query("node:GPU-A1"))]  # the host, not gpu-a10 too
+    assert on_a1 and {v.host for v in on_a1} == {"gpu-a1"}
+    on_a = [index.rows[i] for i in index.order(parse_query("node:gpu-a"))]  # a filter: every node it starts
+    assert {v.host for v in on_a} == {"gpu-a1", "gpu-a10"}
     job = [index.rows[i] for i in index.order(parse_query("job:01"))]
     assert job and {v.actor.job_id for v in job} == {"01000000"}
     critic = [index.rows[i] for i in index.order(parse_query("class:critic state:ALIVE"))]
@@ -111,6 +118,13 @@ def test_real_rows_from_the_captured_sample(samples_dir: Path) -> None:
     assert index.order(parse_query("role:driver"))  # the JobSupervisor
 
 
+@dataclass(frozen=True)
+class _Node:
+    node_id: str
+    ip: str
+    hostname: str
+
+
 WORDS = st.text(alphabet="abcdefgijlnoprstuvwxyzABDGJR_-.0123456789:", min_size=0, max_size=12)
 """Enough to spell every key (`job:`, `node:gpu-a1`, `class:pkg.Critic`), in any case."""
 
@@ -127,6 +141,10 @@ def test_any_filter_is_the_rows_a_plain_reading_keeps(text: str, sort: str, reve
     base = index.sorted_order(sort, reverse)
     assert list(order) == [i for i in base if i in set(order)]
 
+    hosts = {v.actor.node_id: v.host for v in index.rows if v.actor.node_id}
+    nodes = [_Node(node_id, "", host) for node_id, host in hosts.items()]
+    named = {n.node_id for n in node_candidates(query.node, nodes)} if query.node else set()
+
     def keeps(v: ActorView) -> bool:
         a = v.actor
         hay = "|".join((a.class_name, a.name, a.actor_id, a.repr_name, v.role or "", v.host, a.state)).lower()
@@ -135,11 +153,7 @@ def test_any_filter_is_the_rows_a_plain_reading_keeps(text: str, sort: str, reve
             and (not query.role or (v.role or "") == query.role)
             and (not query.class_name or a.class_name.lower() == query.class_name.lower())
             and (not query.job or a.job_id.lower().startswith(query.job.lower()))
-            and (
-                not query.node
-                or v.host.lower().startswith(query.node.lower())
-                or a.node_id.lower().startswith(query.node.lower())
-            )
+            and (not query.node or a.node_id in named)
             and all(w.lower() in hay for w in query.words)
         )
 

@@ -14,12 +14,12 @@ from cockpit.core.actors.listing import (
     KEYS,
     ActorQuery,
     actor_list,
-    matching_nodes,
     parse_query,
     server_filters,
 )
 from cockpit.core.cluster import parse
 from cockpit.core.cluster.answers import envelope_data, state_listing
+from cockpit.core.cluster.selectors import node_candidates
 
 
 def load(samples_dir: Path, name: str) -> Any:
@@ -96,8 +96,8 @@ def test_role_and_free_text_are_matched_here(samples_dir: Path) -> None:
 
 def test_node_term_resolves_by_host_and_id_prefix(samples_dir: Path) -> None:
     table = nodes(samples_dir)
-    assert len(matching_nodes("192.0.2.2", table)) == 2  # both nodes share the IP: matched here
-    head = matching_nodes("837a", table)
+    assert len(node_candidates("192.0.2.2", table)) == 2  # both nodes share the IP: matched here
+    head = node_candidates("837a", table)
     assert [n.node_id[:4] for n in head] == ["837a"]
     ids = [n.node_id for n in head]
     assert server_filters(parse_query("node:837a"), ids) == [("node_id", "=", ids[0])]

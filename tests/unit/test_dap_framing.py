@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cockpit.core.debug.dap import DapClient, DapClosed, DapError
+from cockpit.core.debug.dap import DapClient
 from cockpit.core.debug.dap_messages import (
     BAD_MESSAGE,
     MAX_HEADER_BYTES,
@@ -24,6 +24,7 @@ from cockpit.core.debug.dap_messages import (
     exception_type_name,
     one_line,
 )
+from cockpit.core.debug.errors import DapClosed, DapError
 from tests.harness.loop_errors import fail_on_loop_errors
 
 no_loop_errors = pytest.fixture(autouse=True)(fail_on_loop_errors)

@@ -20,9 +20,9 @@ from cockpit.core.cluster import parse
 from cockpit.core.cluster.answers import state_listing
 from cockpit.core.cluster.errors import NotFound
 from cockpit.core.debug import legacy_pdb
+from cockpit.core.debug.errors import PdbError
 from cockpit.core.debug.legacy_pdb import (
     PdbConsole,
-    PdbError,
     exception_from_banner,
     find_legacy,
     session_address,

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.core.errors import LocalClusterError
 from cockpit.core.local import record
-from cockpit.core.local.record import LocalCluster, LocalNode
+from cockpit.core.local.record import LocalCluster, LocalClusterError, LocalNode
 
 CLUSTER = LocalCluster(root="/tmp/rc", cluster_id="abc", gcs_port=1, dashboard_port=2, client_port=3)
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from cockpit.core.jobs import launch, profiles
-from cockpit.core.jobs.overrides import Override, OverrideError, parse_overrides
+from cockpit.core.jobs.errors import OverrideError
+from cockpit.core.jobs.overrides import Override, parse_overrides
 from cockpit.core.text import MASK
 
 SECRET = "s3cr3t-do-not-show"

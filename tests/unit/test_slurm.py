@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cockpit.core.errors import CockpitError, TargetError
+from cockpit.core.errors import CockpitError
 from cockpit.core.logs.sources import LocalFileTail
 from cockpit.core.slurm import queue as slurm
 from cockpit.core.slurm.script import SlurmRequest, job_token, ray_has_token_auth, render
-from cockpit.core.targets import parse_target
+from cockpit.core.targets import TargetError, parse_target
 
 LINES = Path(__file__).parents[1] / "fixtures" / "slurm-lines"
 

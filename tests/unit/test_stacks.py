@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from cockpit.core.actors.roles import role_of
 from cockpit.core.cluster import parse
+from cockpit.core.doctor.errors import StackParseError
 from cockpit.core.doctor.stacks import (
     IDLE_LABEL,
     MAX_DUMP_CHARS,
@@ -27,7 +28,6 @@ from cockpit.core.doctor.stacks import (
     Member,
     ProcessStack,
     StackGroup,
-    StackParseError,
     StacksReport,
     group_heading,
     group_stacks,

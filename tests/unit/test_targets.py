@@ -2,8 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from cockpit.core.errors import TargetError
-from cockpit.core.targets import parse_destination, parse_target
+from cockpit.core.targets import TargetError, parse_destination, parse_target
 
 
 def test_local() -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from cockpit.core.actors.roles import DEFAULT_RULES, RoleRules
+from cockpit.core.cluster.selectors import node_candidates
 from cockpit.core.snapshots import ActorRow, ActorSummary, Listing, ListMeta, NodeSnapshot, WorkerRow
 
 if TYPE_CHECKING:
@@ -45,7 +46,8 @@ class ActorQuery:
     state: str = ""
     role: str = ""
     node: str = ""
-    """A node id (or its prefix), an IP or a host name."""
+    """A node selector (`cockpit.core.cluster.selectors`: a node id or its start, an IP, a host name or
+    its start). A filter: every node it matches is kept."""
     job: str = ""
     """A Ray job id (`02000000`) or a submission id (looked up in the job list)."""
     class_name: str = ""
@@ -104,18 +106,6 @@ def parse_query(text: str) -> ActorQuery:
         class_name=values.get("class", ""),
         words=tuple(words),
         problems=tuple(problems),
-    )
-
-
-def matching_nodes(node: str, nodes: Iterable[NodeSnapshot]) -> tuple[NodeSnapshot, ...]:
-    """Nodes a `node:` term names: an exact id, IP or host name, else an id prefix or a host-name prefix."""
-    nodes = tuple(nodes)
-    want = node.lower()
-    exact = tuple(n for n in nodes if want in (n.node_id.lower(), n.ip, n.hostname.lower()))
-    if exact:
-        return exact
-    return tuple(
-        n for n in nodes if n.node_id.lower().startswith(want) or n.hostname.lower().startswith(want)
     )
 
 
@@ -309,7 +299,7 @@ async def list_actors(
     node_ids: list[str] | None = None
     extra: list[str] = []
     if query.node:
-        node_ids = [n.node_id for n in matching_nodes(query.node, nodes)]
+        node_ids = [n.node_id for n in node_candidates(query.node, nodes)]
         if not node_ids:
             extra.append(f"no node matches {query.node!r}")
             empty = Listing[ActorRow](rows=(), meta=ListMeta(0, 0, 0, 0))

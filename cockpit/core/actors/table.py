@@ -6,11 +6,14 @@ texts (no row is formatted), and a sort is one `sorted` over precomputed keys, c
 which filtering keeps the sorted order. The filter terms are those of
 `cockpit.core.actors.listing.parse_query`
 (`state:`, `role:`, `node:`, `job:`, `class:`, free words), matched here on what was fetched; the
-dashboard was already asked to filter by the same terms when the list could not hold every actor.
+dashboard was already asked to filter by the same terms when the list could not hold every actor. A
+`node:` term means what it means everywhere (`cockpit.core.cluster.selectors.node_candidates`), matched
+against the nodes the rows are on.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import operator
 import time
 from collections.abc import Mapping, Sequence
@@ -19,6 +22,7 @@ from itertools import repeat
 from typing import Any
 
 from cockpit.core.actors.listing import ActorQuery, ActorView
+from cockpit.core.cluster.selectors import node_candidates
 
 SORT_COLUMNS = ("state", "role", "class", "name", "node", "gpus", "restarts", "age", "pid", "job", "id")
 """Every column the table sorts by, in the order `s` steps through them."""
@@ -37,8 +41,9 @@ class ActorIndex:
     """Lower case; "" for an actor no rule knows."""
     classes: tuple[str, ...]
     """Lower case, the class name as Ray reports it."""
-    hosts: tuple[str, ...]
-    """Lower case "host|ip-less node id" for `node:` prefix matches."""
+    node_ids: tuple[str, ...]
+    nodes: tuple[_NodeNames, ...]
+    """The nodes the rows are on, once each: what a `node:` term is matched against."""
     jobs: tuple[str, ...]
     haystacks: tuple[str, ...]
     """Lower case: class, name, id, repr, role, host, state: what free words are looked for in."""
@@ -56,7 +61,8 @@ class ActorIndex:
         """Index ROWS (O(rows); run it off the UI thread). PRESORT: the (column, reverse) the table shows
         first, sorted here too, so showing it costs the UI thread no sort."""
         rows = tuple(rows)
-        states, roles, classes, hosts, jobs, haystacks = [], [], [], [], [], []
+        states, roles, classes, node_ids, jobs, haystacks = [], [], [], [], [], []
+        nodes: dict[str, _NodeNames] = {}
         lower: dict[str, str] = {}  # few distinct roles, classes, hosts: one lower-cased string each
         for view in rows:
             actor = view.actor
@@ -72,7 +78,9 @@ class ActorIndex:
             states.append(actor.state)
             roles.append(role)
             classes.append(cls_name)
-            hosts.append(f"{host}|{actor.node_id.lower()}")
+            node_ids.append(actor.node_id)
+            if actor.node_id and actor.node_id not in nodes:
+                nodes[actor.node_id] = _NodeNames.of(actor.node_id, view.host)
             jobs.append(actor.job_id.lower())
             haystacks.append(
                 f"{cls_name}|{actor.name.lower()}|{actor.actor_id.lower()}|{actor.repr_name.lower()}"
@@ -83,7 +91,8 @@ class ActorIndex:
             states=tuple(states),
             roles=tuple(roles),
             classes=tuple(classes),
-            hosts=tuple(hosts),
+            node_ids=tuple(node_ids),
+            nodes=tuple(nodes.values()),
             jobs=tuple(jobs),
             haystacks=tuple(haystacks),
             positions={view.actor.actor_id: i for i, view in enumerate(rows)},
@@ -183,8 +192,8 @@ class ActorIndex:
             jobs = self.jobs
             picked = [i for i in picked if jobs[i].startswith(job)]
         if query.node:
-            hosts, wanted = self.hosts, query.node.lower()
-            picked = [i for i in picked if _node_matches(hosts[i], wanted)]
+            node_ids, named = self.node_ids, self._nodes_named(query.node)
+            picked = [i for i in picked if node_ids[i] in named]
         for word in query.words:
             needle = word.lower()
             if len(picked) > len(self.rows) // 4:
@@ -196,6 +205,10 @@ class ActorIndex:
                 picked = [i for i in picked if needle in haystacks[i]]
         self._last = ((sort, reverse, job), query, picked)
         return picked
+
+    def _nodes_named(self, selector: str) -> frozenset[str]:
+        """The ids of the nodes (of those the rows are on) that the `node:` term SELECTOR names."""
+        return frozenset(n.node_id for n in node_candidates(selector, self.nodes))
 
     def position_of(self, actor_id: str, order: Sequence[int]) -> int | None:
         """Where the actor is in ORDER (None if it is not there)."""
@@ -209,17 +222,28 @@ class ActorIndex:
 
 
 def _narrows(new: ActorQuery, old: ActorQuery) -> bool:
-    """Whether every row NEW matches also matches OLD: equal exact terms (state, role, class), prefix
-    terms (node, job) extended, and every old word inside some new word (substrings of a match match)."""
+    """Whether every row NEW matches also matches OLD: equal exact terms (state, role, class, node: a
+    longer node selector may name a node the shorter one did not, `gpu1` then `gpu10`), the job term
+    extended, and every old word inside some new word (substrings of a match match)."""
     if (new.state, new.role, new.class_name) != (old.state, old.role, old.class_name):
         return False
-    if not (new.node.lower().startswith(old.node.lower()) and new.job.lower().startswith(old.job.lower())):
+    if new.node.lower() != old.node.lower() or not new.job.lower().startswith(old.job.lower()):
         return False
     return all(any(w.lower() in n.lower() for n in new.words) for w in old.words)
 
 
-def _node_matches(hosts: str, wanted: str) -> bool:
-    """`node:` matches a host name or node id by prefix, as `cockpit.core.actors.listing.matching_nodes`
-    does."""
-    host, _, node_id = hosts.partition("|")
-    return host.startswith(wanted) or node_id.startswith(wanted)
+@dataclass(frozen=True, slots=True)
+class _NodeNames:
+    """A node as the rows know it: its id, and its host name or its IP (`ActorView.host`)."""
+
+    node_id: str
+    ip: str
+    hostname: str
+
+    @classmethod
+    def of(cls, node_id: str, host: str) -> _NodeNames:
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            return cls(node_id, "", host)
+        return cls(node_id, host, "")

@@ -1,9 +1,11 @@
-"""Provides the dashboard's errors and the one rule for each: what an HTTP answer means, and whether
-trying again can help.
+"""Provides the dashboard's errors: what an HTTP answer means, and whether trying again can help.
 
 Every failure of a dashboard call is a `DashboardError` (a `CockpitError`: one line a user can act on).
-`http_error` turns a status and body into the right subclass; `is_permanent` is the single answer, used by
-the command line (`cockpit wait`) and the TUI's feeds alike, to "is it worth asking again?".
+`http_error` turns a status and body into the right subclass. Each class says whether it is permanent
+(`CockpitError.permanent`); `cockpit.core.errors.is_permanent` is the single answer, used by the command
+line (`cockpit wait`, `cockpit logs --follow`) and the TUI's feeds alike, to "is it worth asking again?":
+nothing answering, the request limit and a 5xx are retried; a refused token, a missing thing and any
+other refusal are not.
 """
 
 from __future__ import annotations
@@ -27,18 +29,27 @@ class DashboardError(CockpitError):
 
 
 class DashboardUnreachable(DashboardError):
-    """Nothing answered at the dashboard address (cluster down, wrong port, tunnel dropped)."""
+    """Nothing answered at the dashboard address (cluster down, wrong port, tunnel dropped): transient,
+    the head may be starting or the link coming back."""
+
+    permanent = False
 
 
 class AuthenticationRequired(DashboardError):
+    """401: no token was sent to a cluster that wants one (permanent: the user must give one)."""
+
     status = 401
 
 
 class AuthenticationRejected(DashboardError):
+    """403: the token sent is not the cluster's (permanent: asking again sends the same token)."""
+
     status = 403
 
 
 class NotFound(DashboardError):
+    """404 (or Ray 2.47's 500 for a missing log file): the thing asked for is not there."""
+
     status = 404
 
 
@@ -46,6 +57,7 @@ class RateLimited(DashboardError):
     """429: the dashboard's limit of concurrent state requests (log streams count) is reached."""
 
     status = 429
+    permanent = False
 
 
 class LogStalled(DashboardUnreachable):
@@ -56,11 +68,27 @@ class ProfilingDisabled(DashboardError):
     """The head refuses stack and profile requests (`RAY_DASHBOARD_ENABLE_PROFILING` is not 1 there)."""
 
 
+TRANSIENT_STATUSES = frozenset({500, 502, 503, 504})
+"""Answers that a later try may not get: a dashboard module restarting, a proxy in front of a head that
+is not up yet, Ray 2.47's bare 500 for a log read racing a closed stream."""
+
+
 class RequestRejected(DashboardError):
-    """The dashboard answered 4xx/5xx with a reason."""
+    """The dashboard answered 4xx/5xx with a reason, or something the cockpit cannot read. Permanent,
+    unless its status is one of TRANSIENT_STATUSES."""
 
     body: str = ""
     """The whole answer (the message shown is its last line)."""
+
+    def __init__(self, message: str, status: int | None = None, body: str = "") -> None:
+        super().__init__(message, permanent=status not in TRANSIENT_STATUSES)
+        self.status = status
+        self.body = body
+
+
+class SelectorError(CockpitError):
+    """An actor or node selector that names none, or several (`cockpit.core.cluster.selectors`): one
+    line, the candidates in it; permanent (the same text names the same things)."""
 
 
 def old_log_error(body: bytes, path: str) -> DashboardError:
@@ -106,17 +134,16 @@ def http_error(status: int, path: str, body: bytes) -> DashboardError:
         # Ray 2.47 answers a missing log file with a 500 ("A file is not found at: ...").
         return NotFound(f"not found: {path} ({reason}).")
     if status == 500 and reason == GENERIC_500:
-        error = RequestRejected(
+        return RequestRejected(
             f"the dashboard failed on {path} and gave no reason (HTTP 500); the head's dashboard logs "
-            "(dashboard*.log in its session's logs) say why."
+            "(dashboard*.log in its session's logs) say why.",
+            status=status,
+            body=text,
         )
-        error.status, error.body = status, text
-        return error
     if status == 429:
         return RateLimited(
             f"the dashboard is at its limit of concurrent requests ({reason}); retrying later."
         )
-    error = RequestRejected(f"the dashboard refused {path} (HTTP {status}): {reason}")
-    error.status = status
-    error.body = text
-    return error
+    return RequestRejected(
+        f"the dashboard refused {path} (HTTP {status}): {reason}", status=status, body=text
+    )

@@ -33,9 +33,6 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from cockpit.core.debug.dap_messages import (
-    DapBusy,
-    DapClosed,
-    DapError,
     ExceptionDetails,
     Frame,
     Json,
@@ -55,12 +52,10 @@ from cockpit.core.debug.dap_messages import (
     text_of,
     variable_from,
 )
+from cockpit.core.debug.errors import DapBusy, DapClosed, DapError
 
 __all__ = [
-    "DapBusy",
     "DapClient",
-    "DapClosed",
-    "DapError",
     "ExceptionDetails",
     "Frame",
     "Scope",

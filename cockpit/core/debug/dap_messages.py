@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from cockpit.core.errors import CockpitError
+from cockpit.core.debug.errors import DapError
 
 Json = dict[str, Any]
 
@@ -26,18 +26,6 @@ _HEADER_END = b"\r\n\r\n"
 _PAUSED_NOTE = re.compile(
     r"\s*\(note: full exception trace is shown but execution is paused at: .*\)\s*\Z", re.S
 )
-
-
-class DapError(CockpitError):
-    """A debug request failed; `str(error)` is one line for the user."""
-
-
-class DapClosed(DapError):
-    """The debug session is over: the adapter or the worker went away, or the cockpit closed it."""
-
-
-class DapBusy(DapError):
-    """Another debugger client already holds this worker's debug session."""
 
 
 @dataclass(frozen=True)

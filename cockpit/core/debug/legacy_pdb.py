@@ -21,6 +21,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from cockpit.core.debug.errors import PdbError
 from cockpit.core.debug.paused import UNFINISHED, ExceptionSummary, PausedWorker, frame_where
 from cockpit.core.errors import CockpitError
 from cockpit.core.snapshots import JobRow, TaskRow
@@ -41,10 +42,6 @@ MAX_OUTPUT = 4 * 1024 * 1024
 
 _POSITION = re.compile(r"^> (?P<path>.+)\((?P<line>\d+)\)(?P<func>[^()\s]+)\(\)")
 _RAISE = re.compile(r"^-> raise (?P<type>[\w.]+)\((?P<msg>.*)\)\s*$")
-
-
-class PdbError(CockpitError):
-    """The pdb console could not be reached or went away."""
 
 
 def session_address(text: str) -> tuple[str, int] | None:

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cockpit.core.debug.dap import DapBusy, DapClient, DapClosed, DapError, ExceptionDetails, Frame, Stopped
-from cockpit.core.debug.legacy_pdb import PdbConsole, PdbError, exception_from_banner, find_legacy
+from cockpit.core.debug.dap import DapClient, ExceptionDetails, Frame, Stopped
+from cockpit.core.debug.errors import AttachError, DapBusy, DapClosed, DapError, PdbError
+from cockpit.core.debug.legacy_pdb import PdbConsole, exception_from_banner, find_legacy
 from cockpit.core.debug.paused import (
     RETRY_PEEK_SECONDS,
     ExceptionSummary,
@@ -91,15 +92,6 @@ def _close_when_done(future: asyncio.Future[Any]) -> None:
 
 
 _PKG = re.compile(r"^(?P<root>.*/_ray_pkg_[0-9a-f]+)/")
-
-
-class AttachError(CockpitError):
-    """The worker could not be attached to (unreachable, busy, gone)."""
-
-    def __init__(self, message: str, busy: bool = False) -> None:
-        super().__init__(message)
-        self.busy = busy
-        """Another debugger client holds the worker, or its adapter did not answer yet: worth a retry."""
 
 
 CLOSE_SECONDS = 3.0

@@ -30,14 +30,14 @@ from typing import TYPE_CHECKING, Any
 
 from cockpit.core.cluster.errors import DashboardError, ProfilingDisabled
 from cockpit.core.connect.programs import LocalProgram, SshProgram
-from cockpit.core.doctor.selection import Selection, SelectionError
+from cockpit.core.doctor.errors import SelectionError, StackParseError
+from cockpit.core.doctor.selection import Selection
 from cockpit.core.doctor.stack_program import PYSPY_TIMEOUT, stacks_program
 from cockpit.core.doctor.stacks import (
     Collector,
     Failure,
     Member,
     ProcessStack,
-    StackParseError,
     StacksReport,
     parse_json,
     parse_text,

@@ -1,7 +1,8 @@
 """Provides which processes a stacks take covers: a job's alive actors, the workers running its tasks and
 its driver (`--job`); one actor (`--actor`); every alive worker of a node (`--node`); or every alive
 worker of the cluster and the drivers of the running jobs. Each member carries what the cluster says it
-is (actor, role, node), for the groups.
+is (actor, role, node), for the groups. `--actor` and `--node` are selectors of the one grammar
+(`cockpit.core.cluster.selectors`), among what is alive.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cockpit.core.actors.roles import role_of
+from cockpit.core.cluster.selectors import find_actor, pick_node
+from cockpit.core.doctor.errors import SelectionError as SelectionError
 from cockpit.core.doctor.stacks import Member
-from cockpit.core.errors import CockpitError
 from cockpit.core.snapshots import ActorRow, JobRow, NodeSnapshot, match_job
 
 if TYPE_CHECKING:
@@ -21,10 +23,6 @@ MAX_PROCESSES = 2000
 """Processes asked for at once (the list calls' limit); more is said in a note."""
 
 # -- which processes -----------------------------------------------------------------------------------
-
-
-class SelectionError(CockpitError):
-    """Nothing to take stacks of (an unknown job, actor or node); `str()` is one line."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +79,8 @@ async def select(
     """The processes to dump, each with what the cluster says it is.
 
     Raises:
-        SelectionError: the job, actor or node is not there, or has no process alive.
+        SelectorError: no alive actor or node, or several, answer to ACTOR or NODE.
+        SelectionError: the job is not there, or has no process alive.
     """
     all_nodes = await client.nodes()
     nodes = {n.node_id: n for n in all_nodes if n.alive}
@@ -95,22 +94,13 @@ async def select(
                 members[key] = member
 
     def truncated(listing: Any, what: str) -> None:
-        meta = listing.meta
-        if getattr(meta, "truncated", False) or len(listing.rows) >= MAX_PROCESSES:
+        if listing.meta.limited or len(listing.rows) >= MAX_PROCESSES:
             notes.append(f"only the first {len(listing.rows)} {what} were asked for")
 
     if actor is not None:
-        listing = await client.actors(filters=[("state", "=", "ALIVE")], limit=MAX_PROCESSES)
-        found = [a for a in listing.rows if a.actor_id.startswith(actor) or a.name == actor]
-        if not found:
-            raise SelectionError(f"no alive actor {actor} (an actor id, a prefix of one, or a name).")
-        if len(found) > 1:
-            which = ", ".join(f"{a.actor_id[:12]} (job {a.job_id})" for a in found[:4])
-            raise SelectionError(
-                f"{actor} matches {len(found)} actors: {which}; give its id (or more of it)."
-            )
-        add(_actor_member(found[0], nodes))
-        what = f"actor {found[0].name or found[0].actor_id[:12]}"
+        chosen_actor = await find_actor(client, actor, alive_only=True)
+        add(_actor_member(chosen_actor, nodes))
+        what = f"actor {chosen_actor.name or chosen_actor.actor_id[:12]}"
     elif job is not None:
         row = match_job(await client.jobs(), job)
         if row.terminal:
@@ -138,13 +128,9 @@ async def select(
         what = f"job {row.key}"
     else:
         if node is not None:
-            chosen = [n for n in nodes.values() if n.node_id.startswith(node) or node in (n.ip, n.hostname)]
-            if not chosen:
-                raise SelectionError(f"no alive node {node} (a node id or a prefix, an IP or a host name).")
-            if len(chosen) > 1:
-                raise SelectionError(f"{node} matches {len(chosen)} nodes; give more of its id.")
-            nodes_wanted = {chosen[0].node_id}
-            what = f"node {chosen[0].hostname or chosen[0].ip} ({chosen[0].node_id[:8]})"
+            chosen = pick_node(node, nodes.values(), alive_only=True)
+            nodes_wanted = {chosen.node_id}
+            what = f"node {chosen.hostname or chosen.ip} ({chosen.node_id[:8]})"
         else:
             nodes_wanted = set(nodes)
             what = "the cluster"

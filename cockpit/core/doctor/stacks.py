@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cockpit.core.doctor.errors import StackParseError
+
 MAX_DUMP_CHARS = 4_000_000
 """A dump larger than this is refused rather than parsed (a process with thousands of deep threads)."""
 MAX_THREADS = 512
@@ -30,10 +32,6 @@ MAX_FRAMES = 512
 """Per process and per thread: the rest is dropped (and the stack is marked cut)."""
 
 IDLE_LABEL = "idle in Ray's task loop"
-
-
-class StackParseError(ValueError):
-    """A dump that is neither py-spy's JSON nor its text; `str()` is one line."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,8 +19,8 @@ from typing import Any
 from cockpit.core.cluster.dashboard import DashboardClient
 from cockpit.core.cluster.errors import DashboardUnreachable, NotFound, RequestRejected
 from cockpit.core.cluster.versions import version_fields
-from cockpit.core.errors import CockpitError
-from cockpit.core.jobs.overrides import Override, OverrideError, parse_overrides
+from cockpit.core.jobs.errors import LaunchBlocked, OverrideError
+from cockpit.core.jobs.overrides import Override, parse_overrides
 from cockpit.core.jobs.preflight import VERSION_CHECK, Check, preflight, upload_check, version_check
 from cockpit.core.jobs.profiles import Profile, line_of_text, new_submission_id, render
 from cockpit.core.jobs.working_dir import upload_files, zip_files
@@ -40,10 +40,6 @@ __all__ = [
     "with_version_check",
     "zip_directory",
 ]
-
-
-class LaunchBlocked(CockpitError):
-    """A pre-flight check failed and the launch was not forced; the message names the first one."""
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from cockpit.core.errors import CockpitError
+from cockpit.core.jobs.errors import OverrideError
 
 EXAMPLE = "trainer.total_epochs=1"
 VARIABLE = re.compile(r"\$\{([^}]+)\}")
@@ -42,10 +42,6 @@ def secret_reference(text: str) -> str | None:
     """The first `${env:NAME}` reference in `text` (any spelling the resolver accepts), as `${env:NAME}`."""
     key = next((key for key in variables(text) if is_secret(key)), None)
     return None if key is None else f"${{{key}}}"
-
-
-class OverrideError(CockpitError):
-    """An item that is not KEY=VALUE; the message is one line naming the first bad item."""
 
 
 @dataclass(frozen=True)

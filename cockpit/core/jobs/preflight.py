@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cockpit.core.cluster.versions import parse_version, version_fields
+from cockpit.core.jobs.errors import UploadError
 from cockpit.core.jobs.overrides import Override, parse_override
 from cockpit.core.jobs.profiles import (
     Profile,
@@ -26,7 +27,7 @@ from cockpit.core.jobs.profiles import (
     secret_names,
     upload_excludes,
 )
-from cockpit.core.jobs.working_dir import UploadError, upload_files
+from cockpit.core.jobs.working_dir import upload_files
 from cockpit.core.snapshots import NodeSnapshot
 from cockpit.core.units import human_bytes
 

@@ -20,7 +20,8 @@ from typing import Any
 import yaml
 
 from cockpit.core.config.yaml_file import ProfileError, read_yaml
-from cockpit.core.jobs.overrides import SECRET_HOME, OverrideError, parse_override, secret_reference
+from cockpit.core.jobs.errors import OverrideError
+from cockpit.core.jobs.overrides import SECRET_HOME, parse_override, secret_reference
 from cockpit.core.jobs.working_dir import excludes_spec
 from cockpit.core.metrics.lines import parse_format
 from cockpit.core.text import clean

@@ -28,22 +28,19 @@ from typing import Any
 
 from pathspec import PathSpec
 
+from cockpit.core.jobs.errors import UploadError
+
 try:  # pathspec >= 0.12.2/1.0: the class the deprecated name "gitwildmatch" (what Ray uses) stands for.
     from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern as _Pattern
 except ImportError:  # pragma: no cover - older pathspec, as an older Ray may pin
     from pathspec.patterns.gitwildmatch import GitWildMatchPattern as _Pattern
 
-from cockpit.core.errors import CockpitError
 from cockpit.core.units import human_bytes
 
 MAX_UPLOAD_BYTES = 100 * 2**20
 """The dashboard refuses packages over 100 MiB (`ray_constants.py`); counted here before compression."""
 ALWAYS_EXCLUDED = ".git"
 IGNORE_FILES = (".gitignore", ".rayignore")
-
-
-class UploadError(CockpitError):
-    """The working_dir cannot be packed (a bad pattern, an unreadable file, over the limit)."""
 
 
 @dataclass(frozen=True)

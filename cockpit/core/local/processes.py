@@ -32,9 +32,17 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from cockpit.core.errors import LocalClusterError
 from cockpit.core.local import ownership
-from cockpit.core.local.record import LocalCluster, LocalNode, cluster_token, forget, load, save, save_token
+from cockpit.core.local.record import (
+    LocalCluster,
+    LocalClusterError,
+    LocalNode,
+    cluster_token,
+    forget,
+    load,
+    save,
+    save_token,
+)
 
 Progress = Callable[[str], None]
 

@@ -14,7 +14,11 @@ import stat
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from cockpit.core.errors import LocalClusterError
+from cockpit.core.errors import CockpitError
+
+
+class LocalClusterError(CockpitError):
+    """The local Ray cluster could not be started, found or stopped."""
 
 
 def state_dir() -> Path:

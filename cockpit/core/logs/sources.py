@@ -19,7 +19,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from cockpit.core.cluster.dashboard import DashboardClient
-from cockpit.core.cluster.errors import DashboardError, DashboardUnreachable, LogStalled
+from cockpit.core.cluster.errors import DashboardError, LogStalled
+from cockpit.core.errors import CockpitError, is_permanent
 from cockpit.core.snapshots import ActorRow, JobRow
 
 CHECKED_BYTES = 4096
@@ -32,8 +33,9 @@ FILE_READ_BYTES_PER_S = 1 << 20
 """The dashboard's deadline for one whole-file read: the floor, plus a second per MiB known to be there."""
 
 
-class FileReplaced(Exception):
-    """The file no longer holds the bytes delivered from it (rewritten, truncated or rotated)."""
+class FileReplaced(CockpitError):
+    """The file no longer holds the bytes delivered from it (rewritten, truncated or rotated). `LogTail`
+    catches it and follows the new file from its top; it reaches no one else."""
 
 
 class Ledger:
@@ -310,9 +312,10 @@ class LogTail:
         self._ledger = Ledger()
 
     def _retry_delay(self, exc: DashboardError, failures: int) -> float:
-        """The wait before the next try, or raise: a drop, the dashboard's request limit or a module
-        restart is retried; a missing node or a refused token is not."""
-        if not (isinstance(exc, DashboardUnreachable) or exc.status in (429, 500, 502, 503, 504)):
+        """The wait before the next try, or raise what `is_permanent` says cannot be cured by one: a
+        drop, the dashboard's request limit or a module restart is retried; a missing node or a refused
+        token is not."""
+        if is_permanent(exc):
             raise exc
         return RETRY_SECONDS[min(failures, len(RETRY_SECONDS) - 1)]
 

@@ -64,20 +64,20 @@ _FIELD = re.compile(r"(?:^|(?<=\s))([A-Z][A-Za-z0-9_]*(?:[:/][A-Za-z0-9_:]+)*)="
 
 
 class SlurmError(CockpitError):
-    """A Slurm command failed or is missing; one sentence saying which and what to do."""
+    """A Slurm command failed or is missing; one sentence saying which and what to do. Transient (a
+    busy slurmctld, a command that timed out) unless raised `permanent=True` (no Slurm here, an unknown
+    job)."""
 
-    def __init__(self, message: str, permanent: bool = False) -> None:
-        super().__init__(message)
-        self.permanent = permanent
-        """Asking again will not help (no Slurm here, an unknown job)."""
+    permanent = False
 
 
 class SlurmNotRunning(CockpitError):
-    """The job's Ray head cannot be reached because the job is not running (yet, or any more)."""
+    """The job's Ray head cannot be reached because the job is not running: transient while it waits
+    in the queue, permanent once it ended (or is on its way out)."""
 
     def __init__(self, job: SlurmJob) -> None:
         where = f"; its output: {job.stdout}" if job.ended and job.stdout else ""
-        super().__init__(job.describe() + where)
+        super().__init__(job.describe() + where, permanent=job.ended or job.ending)
         self.job = job
 
     def details(self) -> list[str]:

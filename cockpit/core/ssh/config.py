@@ -28,7 +28,7 @@ def config_files(explicit: str | None) -> list[str]:
     """The OpenSSH client config to read: `explicit` (like `ssh -F`), else `~/.ssh/config` if it exists."""
     if explicit:
         if not Path(explicit).is_file():
-            raise SshError(f"the SSH config {explicit} does not exist.")
+            raise SshError(f"the SSH config {explicit} does not exist.", permanent=True)
         return [explicit]
     default = Path.home() / ".ssh" / "config"
     return [str(default)] if default.is_file() else []
@@ -48,7 +48,7 @@ class Hop:
         try:
             user, host, port = parse_destination(text)
         except ValueError as exc:
-            raise SshError(f"{text!r} is not an SSH destination ({exc}).") from None
+            raise SshError(f"{text!r} is not an SSH destination ({exc}).", permanent=True) from None
         return cls(host=host, user=user, port=port)
 
 
@@ -93,7 +93,8 @@ def hop_chain(target: Hop, paths: list[str]) -> list[Hop]:
         hops = [Hop.parse(part.strip()) for part in str(jump).split(",") if part.strip()]
         chain = hops + chain
     raise SshError(
-        f"ProxyJump for {target.host} nests more than {MAX_HOPS} hops (a loop in the SSH config?)."
+        f"ProxyJump for {target.host} nests more than {MAX_HOPS} hops (a loop in the SSH config?).",
+        permanent=True,
     )
 
 

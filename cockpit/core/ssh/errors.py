@@ -9,16 +9,21 @@ from cockpit.core.errors import CockpitError
 
 
 class SshError(CockpitError):
-    """The SSH link failed; `permanent` errors are not retried."""
+    """The SSH link failed. Transient (no answer, a dropped connection, a hop that cannot reach the next:
+    the link reconnects), unless a subclass or the raiser says permanent (a bad SSH config)."""
 
     permanent = False
 
 
 class HostKeyChanged(SshError):
+    """The host's key is not the one known_hosts holds, or it is revoked: never retried."""
+
     permanent = True
 
 
 class AuthenticationFailed(SshError):
+    """The server refused every key (or a key cannot be opened): retrying offers the same keys."""
+
     permanent = True
 
 
@@ -39,4 +44,6 @@ class UnknownHostKey(SshError):
 
 
 class PassphraseNeeded(SshError):
+    """An encrypted key whose passphrase nobody can be asked for (no terminal)."""
+
     permanent = True

@@ -27,6 +27,7 @@ from typing import Any
 
 import asyncssh
 
+from cockpit.core.errors import is_permanent
 from cockpit.core.ssh.config import Hop, config_files, encrypted_identity, hop_chain, identity_files
 from cockpit.core.ssh.errors import AuthenticationFailed, PassphraseNeeded, SshError
 from cockpit.core.ssh.hop import HostKeyClient, plan_hop
@@ -215,7 +216,9 @@ class SshLink:
                     await asyncio.to_thread(record_host_key, client.accepted)
                 except OSError as exc:
                     where = client.accepted.known_hosts
-                    raise SshError(f"cannot add the host key to {where}: {exc.strerror or exc}.") from None
+                    raise SshError(
+                        f"cannot add the host key to {where}: {exc.strerror or exc}.", permanent=True
+                    ) from None
 
     async def _forward(self, conn: asyncssh.SSHClientConnection) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -268,7 +271,7 @@ class SshLink:
                 try:
                     await self._open_once()
                 except SshError as exc:
-                    if exc.permanent:
+                    if is_permanent(exc):
                         self.status = LinkStatus(state="failed", detail=str(exc))
                         return
                     self.status.detail = str(exc)

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from cockpit.core.connect.connection import Connection
     from cockpit.ui.state import CockpitState
 
+NOT_RETRYING = " (not retrying; fix it and press r)"
+"""How a feed says that it gave up on a permanent error (`cockpit.core.errors.is_permanent`)."""
+
 
 class ConnectedFeed:
     """A feed that reaches the cluster through the app's connection (opened on first use)."""

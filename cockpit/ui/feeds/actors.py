@@ -26,8 +26,8 @@ from cockpit.core.actors.pending import PendingReport, fetch_pending
 from cockpit.core.actors.roles import DEFAULT_RULES, RoleRules
 from cockpit.core.actors.table import ActorIndex
 from cockpit.core.config.settings import settings
-from cockpit.core.errors import CockpitError
-from cockpit.ui.feeds import start_worker
+from cockpit.core.errors import CockpitError, is_permanent
+from cockpit.ui.feeds import NOT_RETRYING, start_worker
 from cockpit.ui.state import ActorTable, CockpitState, StateChanged, Topic
 
 if TYPE_CHECKING:
@@ -180,13 +180,17 @@ class ActorsFeed:
             and table.listing.complete
         )
         self._asking = query
+        given_up = False
         try:
             client = await self.dashboard()
             listing, report = await fetch_actor_table(client, query, snapshot.nodes, self.rules, everything)
             took = time.monotonic() - started
             index = await asyncio.to_thread(ActorIndex.build, listing.rows, state.actor_sort)
         except CockpitError as exc:
-            state.stuck.error = str(exc)
+            # The one rule (`is_permanent`): a refusal is not asked again until the filter changes or
+            # the user presses `r`; anything waiting may cure is, at the list's cadence.
+            given_up = is_permanent(exc)
+            state.stuck.error = str(exc) + (NOT_RETRYING if given_up else "")
             self.app.post_message(StateChanged("actors"))
             delay, again = self.list_seconds, False
         else:
@@ -208,7 +212,7 @@ class ActorsFeed:
         finally:
             self._asking = None
         self._due = time.monotonic() + delay
-        if state.needs("actor_list"):
+        if state.needs("actor_list") and not given_up:
             self._arm(0.0 if again else delay)
 
     # -- the stuck watch (a job active, the screen not shown) ---------------------------------------

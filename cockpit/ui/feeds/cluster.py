@@ -5,8 +5,10 @@ writes the state and re-arms a one-shot timer when it is done, so two polls neve
 head slows the poller instead of piling up requests. Nodes are polled every 2 s while nodes are still
 expected to join, every `refresh.nodes` seconds (config, default 5) after; jobs on every poll while a
 shown screen needs them, else every third.
-Failures are retried with a growing delay (an SSH link that reconnects wakes the poller sooner); a
-refused token, key or host key stops the retries until the user presses `r`.
+Failures are sorted by the one rule `cockpit wait` follows too, `cockpit.core.errors.is_permanent`: a
+transient one (the dashboard not answering, a dropped link, the request limit) is retried with a growing
+delay (an SSH link that reconnects wakes the poller sooner); a permanent one (a refused token, key or host
+key, a bad target) stops the retries until the user presses `r`.
 """
 
 from __future__ import annotations
@@ -18,17 +20,16 @@ from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
 
 from cockpit.core.cluster.dashboard import DashboardClient
-from cockpit.core.cluster.errors import AuthenticationRejected, AuthenticationRequired
 from cockpit.core.cluster.versions import range_warning
 from cockpit.core.config.settings import settings
 from cockpit.core.connect.connection import Connection, ConnectOptions, exposure_warning, open_connection
-from cockpit.core.errors import CockpitError
+from cockpit.core.errors import CockpitError, is_permanent
 from cockpit.core.slurm import queue as slurm
 from cockpit.core.slurm.queue import SlurmJob, SlurmNotRunning
 from cockpit.core.snapshots import ClusterSnapshot, JobRow
-from cockpit.core.ssh.errors import SshError, UnknownHostKey
+from cockpit.core.ssh.errors import UnknownHostKey
 from cockpit.core.units import duration
-from cockpit.ui.feeds import start_worker
+from cockpit.ui.feeds import NOT_RETRYING, start_worker
 from cockpit.ui.feeds.gpus import GpuFeed
 from cockpit.ui.messages import HostKeyUnknown
 from cockpit.ui.state import CockpitState, Need, StateChanged, Topic
@@ -180,14 +181,8 @@ class ClusterFeed:
             else:
                 self._queued(exc.job)
             return
-        except (AuthenticationRequired, AuthenticationRejected) as exc:
-            self.failed(str(exc), permanent=True)
-            return
-        except SshError as exc:
-            self.failed(str(exc), permanent=exc.permanent)
-            return
         except CockpitError as exc:
-            self.failed(str(exc), permanent=getattr(exc, "permanent", False))
+            self.failed(str(exc), permanent=is_permanent(exc))
             return
         self._polls += 1
         state.snapshot = ClusterSnapshot(nodes=nodes, jobs=self._jobs, fetched_at=time.time())
@@ -311,7 +306,7 @@ class ClusterFeed:
         if link is not None and link.status.state == "failed":
             reason, permanent = link.status.describe(), True
         if permanent:
-            connection.detail = f"{reason} (not retrying; fix it and press r)"
+            connection.detail = reason + NOT_RETRYING
             if self._timer is not None:
                 self._timer.stop()
             start_worker(

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 from cockpit.core.config.settings import settings
 from cockpit.core.debug.paused import group_paused
-from cockpit.core.errors import CockpitError
-from cockpit.ui.feeds import ConnectedFeed, start_worker
+from cockpit.core.errors import CockpitError, is_permanent
+from cockpit.ui.feeds import NOT_RETRYING, ConnectedFeed, start_worker
 from cockpit.ui.state import CockpitState, StateChanged
 
 if TYPE_CHECKING:
@@ -80,6 +80,7 @@ class PausedFeed(ConnectedFeed):
 
     async def _check(self) -> None:
         state = self.state
+        given_up = False
         try:
             if state.connection.phase != "connected" or state.snapshot is None:
                 return
@@ -102,7 +103,9 @@ class PausedFeed(ConnectedFeed):
                     node_ips={n.node_id: n.ip for n in state.snapshot.nodes},
                 )
             except CockpitError as exc:
-                state.paused.error = str(exc)
+                # The one rule (`is_permanent`): a refusal is not asked again until `r`.
+                given_up = is_permanent(exc)
+                state.paused.error = str(exc) + (NOT_RETRYING if given_up else "")
                 self.app.post_message(StateChanged("paused"))
                 return
             paused = state.paused
@@ -124,7 +127,8 @@ class PausedFeed(ConnectedFeed):
             self.app.post_message(StateChanged("paused"))
         finally:
             self._busy = False
-            self._arm(self.watch_seconds / 2 if state.needs("paused") else self.watch_seconds)
+            if not given_up:
+                self._arm(self.watch_seconds / 2 if state.needs("paused") else self.watch_seconds)
 
     def _announce(self, count: int, exception: str) -> None:
         what = f": {exception}" if exception else ""

@@ -58,8 +58,9 @@ class StacksFeed(ConnectedFeed):
         self.state.doctor.taking, self.state.doctor.partial = False, None
 
     async def _take(self, job: str, native: bool) -> None:
+        from cockpit.core.doctor.errors import SelectionError
         from cockpit.core.doctor.gather import take
-        from cockpit.core.doctor.selection import SelectionError, select
+        from cockpit.core.doctor.selection import select
 
         doctor = self.state.doctor
         try:
