@@ -1,5 +1,6 @@
-"""The Actors screen's details pane on dashboard JSON captured from Ray 2.60, and runtime env masking
-(secrets by name and by shape, malformed and hostile text; Hypothesis for the secret-named env_vars)."""
+"""What the Actors screen's details pane knows about an actor (typed values, on dashboard JSON captured
+from Ray 2.60), and runtime env masking (secrets by name and by shape, malformed and hostile text;
+Hypothesis for the secret-named env_vars). The pane's words: tests/ui/test_actor_details_pane.py."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ from cockpit.core.actors.details import (
     MAX_LINES,
     SECRET_NAME_PARTS,
     SECRET_NAMES,
+    ActorDetails,
+    ActorPlace,
+    GroupPlace,
     actor_details,
     bundles_on_node,
     is_secret_name,
@@ -33,6 +37,7 @@ HF_TOKEN = "hf_QmVtZXJnZW5jeVRva2VuRm9yVGVzdHM"
 URL_PASSWORD = "s3cr3t-Pa55"
 GITHUB_TOKEN = "ghp_R4nd0mLook1ngT0kenV4lue"
 OPENAI_KEY = "sk-proj-abcDEF123456ghiJKL"
+HOSTILE = "[bold red]x[/]\x1b[2J\x00\n" + "y" * 10_000_000
 
 
 def load(samples_dir: Path, name: str) -> Any:
@@ -54,53 +59,32 @@ def sample_group(samples_dir: Path) -> PlacementGroupRow:
     return state_listing(doc, "/api/v0/placement_groups", parse.placement_group_row).rows[0]
 
 
-def details(view: ActorView, **kwargs: Any) -> dict[str, str]:
+def details(view: ActorView, **kwargs: Any) -> ActorDetails:
     kwargs.setdefault("node", None)
     kwargs.setdefault("placement_group", None)
-    return dict(actor_details(view, **kwargs))
+    return actor_details(view, **kwargs)
 
 
 def env(**env_vars: str) -> str:
     return json.dumps({"env_vars": env_vars, "working_dir": "gcs://_ray_pkg_ee56dcfc36f39836.zip"})
 
 
-# The details pane
+# What the details pane knows, typed (its words: tests/ui/test_actor_details_pane.py)
 
 
-def test_sample_actor_reads_in_order(samples_dir: Path) -> None:
+def test_sample_actor_details(samples_dir: Path) -> None:
     actor = sample_actors(samples_dir)["trainer_1"]
     node = sample_node(samples_dir, actor.node_id)
     view = ActorView(actor=actor, role="learner", host=node.hostname, started=1_000.0)
-    pairs = actor_details(view, node=node, placement_group=None, now=1_065.0)
-    assert [label for label, _ in pairs] == [
-        "Actor id",
-        "Class",
-        "Name",
-        "Role",
-        "State",
-        "Restarts",
-        "Job",
-        "Node",
-        "PID",
-        "Started",
-        "Resources",
-        "GPUs",
-        "Placement group",
-        "Runtime env",
-    ]
-    got = dict(pairs)
-    assert got["Actor id"] == "505b494baa0d9e12451cf10402000000"
-    assert (got["Class"], got["Name"], got["Role"], got["State"]) == (
-        "Trainer",
-        "trainer_1",
-        "learner",
-        "ALIVE",
-    )
-    assert got["Node"] == "192.0.2.2 · 837a4760"  # the sample's node is named by its IP: shown once
-    assert (got["PID"], got["Job"], got["Restarts"]) == ("7508", "02000000", "0")
-    assert got["Started"].startswith("1m05s ago (")
-    assert got["Resources"] == "{CPU: 0.1}" and got["GPUs"] == "none" and got["Placement group"] == "none"
-    assert got["Runtime env"].splitlines() == [
+    got = actor_details(view, node=node, placement_group=None, now=1_065.0)
+    assert got.actor_id == "505b494baa0d9e12451cf10402000000"
+    assert (got.class_name, got.name, got.role, got.state) == ("Trainer", "trainer_1", "learner", "ALIVE")
+    assert got.node == ActorPlace(actor.node_id, "192.0.2.2", "192.0.2.2", listed=True, alive=True)
+    assert (got.pid, got.job_id, got.restarts) == (7508, "02000000", 0)
+    assert (got.started, got.age) == (1_000.0, 65.0)
+    assert got.resources == {"CPU": 0.1} and got.gpus == () and got.gpus_requested == 0
+    assert got.placement_group is None and got.death_cause is None and got.repr_name == ""
+    assert got.runtime_env.splitlines() == [
         "env_vars:",
         "  RAY_worker_niceness: 0",
         "  STEPS: 900",
@@ -111,66 +95,71 @@ def test_sample_actor_reads_in_order(samples_dir: Path) -> None:
 def test_dead_actor_says_why(samples_dir: Path) -> None:
     dead = next(a for a in sample_actors(samples_dir).values() if a.state == "DEAD")
     got = details(ActorView(actor=dead, role=None, host=""))
-    assert "worker process has died" in got["Death cause"]
-    assert got["Role"] == "unknown (class shown)" and got["Started"] == "unknown"
-    assert got["Node"] == "837a4760 · (not in the node table)"
-    assert details(ActorView(replace(dead, death_cause=""), None, ""))["Death cause"] == "none given"
-    assert "Death cause" not in details(ActorView(replace(dead, state="ALIVE"), None, ""))
+    assert got.death_cause is not None and "worker process has died" in got.death_cause
+    assert got.role is None and got.started is None and got.age is None
+    assert got.node == ActorPlace(dead.node_id, "", "", listed=False, alive=True)
+    assert details(ActorView(replace(dead, death_cause=""), None, "")).death_cause == ""
+    assert details(ActorView(replace(dead, state="ALIVE"), None, "")).death_cause is None
 
 
 def test_node_dead_and_not_placed(samples_dir: Path) -> None:
     actor = sample_actors(samples_dir)["gpu_worker"]
     node = replace(sample_node(samples_dir, actor.node_id), hostname="gpu-a", state="DEAD")
-    assert (
-        details(ActorView(actor, "rollout", "gpu-a"), node=node)["Node"]
-        == "gpu-a · 192.0.2.2 · 4eed9171 (dead)"
-    )
+    got = details(ActorView(actor, "rollout", "gpu-a"), node=node).node
+    assert got == ActorPlace(actor.node_id, "gpu-a", "192.0.2.2", listed=True, alive=False)
     pending = replace(actor, node_id="", pid=None, state="PENDING_CREATION")
-    got = details(ActorView(pending, "rollout", ""))
-    assert got["Node"] == "not placed" and got["PID"] == "none"
+    got_pending = details(ActorView(pending, "rollout", ""))
+    assert got_pending.node is None and got_pending.pid is None
 
 
 def test_gpus_from_telemetry_or_logical_only(samples_dir: Path) -> None:
     view = ActorView(sample_actors(samples_dir)["gpu_worker"], "rollout", "")
-    assert details(view, gpus=[(0, 87.4), (3, None)])["GPUs"] == "0: 87%, 3: N/A"
-    assert details(view)["GPUs"] == "logical only (1 requested)"
-    assert details(view)["Resources"] == "{CPU: 0.1, GPU: 1}"
+    telemetry = details(view, gpus=[(0, 87.4), (3, None), (4, float("nan"))]).gpus
+    assert telemetry == ((0, 87.4), (3, None), (4, None))
+    assert details(view).gpus == () and details(view).gpus_requested == 1
+    assert details(view).resources == {"CPU": 0.1, "GPU": 1}
 
 
 def test_placement_group_and_its_bundles_on_this_node(samples_dir: Path) -> None:
     group = sample_group(samples_dir)
     actor = replace(sample_actors(samples_dir)["trainer_0"], placement_group_id=group.placement_group_id)
-    got = details(ActorView(actor, None, ""), placement_group=group)
-    assert (
-        got["Placement group"] == "my_pg (5b7a2df6) · CREATED · 2 x {CPU: 0.1} · bundles #0, #1 on this node"
+    got = details(ActorView(actor, None, ""), placement_group=group).placement_group
+    assert got == GroupPlace(group.placement_group_id, group, (0, 1))
+    unread = details(ActorView(actor, None, "")).placement_group
+    assert unread == GroupPlace(group.placement_group_id, None, None)
+    unplaced = replace(actor, node_id="")
+    assert details(ActorView(unplaced, None, ""), placement_group=group).placement_group == GroupPlace(
+        group.placement_group_id, group, None
     )
-    unread = details(ActorView(actor, None, ""))["Placement group"]
-    assert unread == "5b7a2df6 (not in the placement group list)"
 
 
 def test_bundle_indices_on_a_node() -> None:
     nodes = ("a", "b", "a", "a", "a", "", "b", "a")
     group = PlacementGroupRow("pg", "", "01000000", "CREATED", ({"GPU": 1.0},) * len(nodes), nodes)
-    assert bundles_on_node(group, "a") == "bundles #0, #2-#4, #7 on this node"
-    assert bundles_on_node(group, "b") == "bundles #1, #6 on this node"
-    assert bundles_on_node(replace(group, bundle_nodes=("x", "b")), "b") == "bundle #1 on this node"
-    assert bundles_on_node(group, "c") == "no bundle on this node"
+    assert bundles_on_node(group, "a") == (0, 2, 3, 4, 7)
+    assert bundles_on_node(group, "b") == (1, 6)
+    assert bundles_on_node(replace(group, bundle_nodes=("x", "b")), "b") == (1,)
+    assert bundles_on_node(group, "c") == ()
 
 
-def test_hostile_actor_fields_are_cut_not_escaped() -> None:
-    hostile = "[bold red]x[/]\x1b[2J\x00\n" + "y" * 10_000_000
+def test_hostile_actor_fields_are_kept_as_sent() -> None:
+    """The core neither cuts nor escapes: the cluster's strings reach the UI as sent (which cuts them and
+    shows them as text), except the runtime env, masked and bounded here; non-finite times read unknown."""
     row = ActorRow(
-        hostile, hostile, hostile, "DEAD", hostile, hostile, None, 0, {hostile: 1.0}, hostile, hostile
+        HOSTILE, HOSTILE, HOSTILE, "DEAD", HOSTILE, HOSTILE, None, 0, {HOSTILE: 1.0}, HOSTILE, HOSTILE
     )
-    group = PlacementGroupRow(hostile, hostile, hostile, hostile, ({hostile: float("inf")},), (hostile,))
-    node = NodeSnapshot(hostile, hostile, hostile, False, hostile, hostile, None, None, 0.0, 0.0)
+    group = PlacementGroupRow(HOSTILE, HOSTILE, HOSTILE, HOSTILE, ({HOSTILE: float("inf")},), (HOSTILE,))
+    node = NodeSnapshot(HOSTILE, HOSTILE, HOSTILE, False, HOSTILE, HOSTILE, None, None, 0.0, 0.0)
     view = ActorView(
-        replace(row, placement_group_id=hostile, runtime_env=hostile), hostile, hostile, float("nan")
+        replace(row, placement_group_id=HOSTILE, runtime_env=HOSTILE), HOSTILE, HOSTILE, float("nan")
     )
     got = details(view, node=node, placement_group=group, gpus=[(0, float("inf"))] * 1000, now=float("inf"))
-    assert all(len(value) <= 300 for value in got.values())
-    assert got["Class"].startswith("[bold red]x[/]")  # markup is text: the UI shows it as such
-    assert got["Started"] == "unknown" and got["Runtime env"].startswith("(runtime env not readable: ")
+    assert got.class_name == HOSTILE and got.death_cause == HOSTILE and got.node is not None
+    assert got.node.host == HOSTILE and not got.node.alive
+    assert got.placement_group == GroupPlace(HOSTILE, group, (0,))
+    assert got.started is None and got.age is None and set(got.gpus) == {(0, None)}
+    assert got.runtime_env.startswith("(runtime env not readable: ")
+    assert details(replace(view, started=1.0), now=float("inf")).age is None
 
 
 # Runtime env masking

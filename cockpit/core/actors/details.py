@@ -1,10 +1,10 @@
-"""Provides what the Actors screen's details pane says about one actor, its runtime env masked.
+"""Provides what the Actors screen's details pane knows about one actor, its runtime env masked.
 
 `actor_details` turns an `ActorView` and what else the screen holds (its node, its placement group, the
-GPUs telemetry maps to it) into (label, value) pairs in reading order. Values are plain text for the UI
-to show as text, not markup; each is cut at a few hundred characters, as any cluster string may be huge.
-Only the runtime env, the one value of several lines, is cleaned of control characters here: a newline
-inside one of its values must not forge a line of its own.
+GPUs telemetry maps to it) into an `ActorDetails`: typed values (ids and names as the cluster sent them,
+times as posix seconds, the GPUs as (index, utilization) pairs, the bundles on its node as indices) for
+the UI to word, cut and show as text. The runtime env is the one value given as text: masked here, as
+lines free of control characters (a newline inside one of its values must not forge a line of its own).
 
 The runtime env is the one field that holds secrets: jobs pass API keys and tokens to their workers in
 `env_vars`, and a details pane is read over shoulders, shared in screenshots and pasted into tickets.
@@ -22,15 +22,13 @@ import json
 import math
 import re
 import time
-from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from cockpit.core.actors.listing import ActorView
-from cockpit.core.actors.pending import format_bundle
 from cockpit.core.snapshots import NodeSnapshot, PlacementGroupRow
 from cockpit.core.text import MASK, clean
-from cockpit.core.units import duration
 
 SECRET_NAME_PARTS = (
     "KEY",
@@ -62,11 +60,6 @@ MAX_LINES = 40
 MAX_LINE_CHARS = 200
 MAX_DEPTH = 6
 """Deeper levels show as `{…}` / `[…]`: a real runtime env is two or three levels deep."""
-MAX_VALUE_CHARS = 300
-"""Any other value is cut here (a 10 MB class name from the cluster must not freeze the pane)."""
-MAX_PART_CHARS = 80
-"""A name inside a value of several parts (a node's host, a group's name) is cut here, so that a long one
-does not push the rest of the value past MAX_VALUE_CHARS."""
 
 # Every pattern starts only where a run of its characters starts (a lookbehind, not `\b`), so a 64 KiB
 # value of `a.a.a...` or `sk-sk-sk-...` costs linear time, not a scan from every position.
@@ -225,7 +218,7 @@ def mask_runtime_env(serialized: str) -> str:
     if not env:
         return "none"
     lines = [
-        cut(line, MAX_LINE_CHARS)
+        _cut(line, MAX_LINE_CHARS)
         for key, value in env.items()
         for line in _entry(str(key), value, 0, blobs=key == "env_vars")
     ]
@@ -234,9 +227,78 @@ def mask_runtime_env(serialized: str) -> str:
     return "\n".join(lines)
 
 
-def cut(text: str, limit: int = MAX_VALUE_CHARS) -> str:
+def _cut(text: str, limit: int) -> str:
     """TEXT, or its first LIMIT - 1 characters and "…"."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@dataclass(frozen=True, slots=True)
+class ActorPlace:
+    """The node an actor runs on, as the node table has it."""
+
+    node_id: str
+    host: str
+    """Its host name: the node table's, else the actor listing's ("" when neither knows it)."""
+    ip: str
+    """Its IP; "" when the node is not in the node table."""
+    listed: bool
+    """Whether the node table has the node (one that left the cluster may be gone from it)."""
+    alive: bool
+    """Whether the node is alive; True when it is not listed (nothing says it died)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPlace:
+    """An actor's placement group and the bundles on the actor's node."""
+
+    group_id: str
+    group: PlacementGroupRow | None
+    """None: not in the placement group list (or the list was not read)."""
+    bundles_here: tuple[int, ...] | None
+    """The bundles placed on the actor's node: the State API does not say which one the actor took, these
+    are the ones it can be in. None when the actor is not placed or the group is not known."""
+
+
+@dataclass(frozen=True, slots=True)
+class ActorDetails:
+    """Everything the details pane shows about one actor, typed: the UI words, styles and cuts it.
+
+    Strings are the cluster's, as it sent them (hostile text of any length); only `runtime_env` is
+    already masked, cleaned and bounded.
+    """
+
+    actor_id: str
+    class_name: str
+    name: str
+    repr_name: str
+    role: str | None
+    """Its RL role; None when unknown."""
+    state: str
+    death_cause: str | None
+    """Why it died ("" when Ray gave no reason); None when it is not dead."""
+    restarts: int
+    job_id: str
+    node: ActorPlace | None
+    """None: not placed on a node."""
+    pid: int | None
+    started: float | None
+    """When its worker (else the actor) started, posix seconds; None when unknown or not a finite time."""
+    age: float | None
+    """Seconds from `started` to the time asked about; None when either is unknown."""
+    resources: Mapping[str, float]
+    """What it asked for (`{}`: nothing)."""
+    gpus: tuple[tuple[int, float | None], ...]
+    """(GPU index, utilization % or None where unknown) of the GPUs telemetry maps to its process."""
+    gpus_requested: float
+    """Logical GPUs it asked for."""
+    placement_group: GroupPlace | None
+    """None: it has no placement group."""
+    runtime_env: str
+    """Its runtime env as `mask_runtime_env` shows it: secrets masked, YAML-like lines, or a note."""
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
 
 
 def actor_details(
@@ -246,117 +308,51 @@ def actor_details(
     placement_group: PlacementGroupRow | None,
     gpus: Sequence[tuple[int, float | None]] = (),
     now: float | None = None,
-) -> tuple[tuple[str, str], ...]:
-    """(label, value) pairs for the details pane of VIEW's actor, in reading order (pure, never raises).
+) -> ActorDetails:
+    """What the details pane shows about VIEW's actor (pure, never raises).
 
     NODE: the node it runs on (None: not placed, or not in the node table). PLACEMENT_GROUP: its group
     (None: it has none, or the group list was not read). GPUS: (GPU index, utilization % or None) for the
     GPUs telemetry maps to its process. NOW: posix seconds for its age (default: the clock).
     """
     actor = view.actor
-    pairs: list[tuple[str, str]] = [
-        ("Actor id", cut(actor.actor_id) or "unknown"),
-        ("Class", cut(actor.class_name) or "unknown"),
-        ("Name", cut(actor.name) or "none"),
-    ]
-    if actor.repr_name:
-        pairs.append(("Repr name", cut(actor.repr_name)))
-    pairs += [
-        ("Role", cut(view.role) if view.role else "unknown (class shown)"),
-        ("State", cut(actor.state) or "unknown"),
-    ]
-    if actor.state == "DEAD":
-        pairs.append(("Death cause", cut(actor.death_cause) or "none given"))
-    pairs += [
-        ("Restarts", str(actor.num_restarts)),
-        ("Job", cut(actor.job_id) or "unknown"),
-        ("Node", node_text(actor.node_id, view.host, node)),
-        ("PID", str(actor.pid) if actor.pid else "none"),
-        ("Started", started_text(view.started or actor.start_time, time.time() if now is None else now)),
-        ("Resources", cut(format_bundle(actor.required_resources)) if actor.required_resources else "none"),
-        ("GPUs", cut(gpus_text(gpus, actor.gpus))),
-        ("Placement group", placement_group_text(actor.placement_group_id, actor.node_id, placement_group)),
-        ("Runtime env", mask_runtime_env(actor.runtime_env)),
-    ]
-    return tuple(pairs)
-
-
-def short_id(ident: str) -> str:
-    """The first 8 characters: Ray's actor, node and group ids differ there (the tail is the job id)."""
-    return ident[:8]
-
-
-def node_text(node_id: str, host: str, node: NodeSnapshot | None) -> str:
-    """ "host · IP · short id", "(dead)" after a dead node; "not placed" without a node id."""
-    if not node_id:
-        return "not placed"
-    if node is None:
-        parts = [cut(host, MAX_PART_CHARS), short_id(node_id), "(not in the node table)"]
-        return " · ".join(part for part in parts if part)
-    name = node.hostname or host
-    parts = [
-        cut(name, MAX_PART_CHARS),
-        cut(node.ip, MAX_PART_CHARS) if node.ip != name else "",
-        short_id(node_id),
-    ]
-    text = " · ".join(part for part in parts if part)
-    return text if node.alive else f"{text} (dead)"
-
-
-def started_text(started: float | None, now: float) -> str:
-    """ "12m05s ago (2026-11-26 14:03:21)", in local time; "unknown" without a readable time."""
-    if started is None or not math.isfinite(started) or not math.isfinite(now):
-        return "unknown"
-    try:
-        clock = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started))
-    except (OverflowError, OSError, ValueError):
-        return "unknown"
-    return f"{duration(now - started)} ago ({clock})"
-
-
-def gpus_text(gpus: Sequence[tuple[int, float | None]], requested: float) -> str:
-    """ "0: 87%, 1: N/A" from telemetry; "logical only" when the actor asks for GPUs no telemetry maps
-    to it (`ray start --num-gpus` without hardware, or the reporter has not seen its process yet)."""
-    if gpus:
-        return ", ".join(f"{index}: {_percent(util)}" for index, util in gpus)
-    return f"logical only ({requested:g} requested)" if requested > 0 else "none"
-
-
-def _percent(util: float | None) -> str:
-    return f"{util:.0f}%" if util is not None and math.isfinite(util) else "N/A"
-
-
-def placement_group_text(group_id: str, node_id: str, group: PlacementGroupRow | None) -> str:
-    """ "my_pg (5b7a2df6) · CREATED · 2 x {CPU: 0.1} · bundles #0, #1 on this node".
-
-    The State API does not say which bundle an actor took; the bundles placed on its node are the ones
-    it can be in.
-    """
-    if not group_id:
-        return "none"
-    if group is None:
-        return f"{short_id(group_id)} (not in the placement group list)"
-    label = f"{cut(group.name, MAX_PART_CHARS)} ({short_id(group_id)})" if group.name else short_id(group_id)
-    shapes = Counter(format_bundle(bundle) for bundle in group.bundles)
-    shown = ", ".join(f"{n} x {shape}" for shape, n in shapes.items())
-    parts = [label, cut(group.state, MAX_PART_CHARS) or "unknown", cut(shown, MAX_PART_CHARS)]
-    if node_id:
-        parts.append(bundles_on_node(group, node_id))
-    return cut(" · ".join(part for part in parts if part))
-
-
-def bundles_on_node(group: PlacementGroupRow, node_id: str) -> str:
-    """ "bundles #0, #2 on this node", runs of three or more shortened ("#0-#7"); "no bundle on this node"."""
-    indices = [i for i, placed in enumerate(group.bundle_nodes) if placed == node_id]
-    if not indices:
-        return "no bundle on this node"
-    runs: list[list[int]] = []
-    for index in indices:
-        if runs and index == runs[-1][-1] + 1:
-            runs[-1].append(index)
-        else:
-            runs.append([index])
-    text = ", ".join(
-        f"#{run[0]}-#{run[-1]}" if len(run) > 2 else ", ".join(f"#{i}" for i in run) for run in runs
+    started = _finite(view.started or actor.start_time)
+    clock = _finite(time.time() if now is None else now)
+    place = None
+    if actor.node_id:
+        place = (
+            ActorPlace(actor.node_id, view.host, "", listed=False, alive=True)
+            if node is None
+            else ActorPlace(actor.node_id, node.hostname or view.host, node.ip, listed=True, alive=node.alive)
+        )
+    group = None
+    if actor.placement_group_id:
+        here = None
+        if placement_group is not None and actor.node_id:
+            here = bundles_on_node(placement_group, actor.node_id)
+        group = GroupPlace(actor.placement_group_id, placement_group, here)
+    return ActorDetails(
+        actor_id=actor.actor_id,
+        class_name=actor.class_name,
+        name=actor.name,
+        repr_name=actor.repr_name,
+        role=view.role,
+        state=actor.state,
+        death_cause=actor.death_cause if actor.state == "DEAD" else None,
+        restarts=actor.num_restarts,
+        job_id=actor.job_id,
+        node=place,
+        pid=actor.pid or None,
+        started=started,
+        age=clock - started if started is not None and clock is not None else None,
+        resources=actor.required_resources,
+        gpus=tuple((index, _finite(util)) for index, util in gpus),
+        gpus_requested=actor.gpus,
+        placement_group=group,
+        runtime_env=mask_runtime_env(actor.runtime_env),
     )
-    return f"{'bundle' if len(indices) == 1 else 'bundles'} {cut(text)} on this node"
+
+
+def bundles_on_node(group: PlacementGroupRow, node_id: str) -> tuple[int, ...]:
+    """The indices of GROUP's bundles placed on NODE_ID, in order."""
+    return tuple(i for i, placed in enumerate(group.bundle_nodes) if placed == node_id)

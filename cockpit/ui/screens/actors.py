@@ -33,6 +33,7 @@ from cockpit.ui.feeds import start_worker
 from cockpit.ui.messages import ActorQueryChanged, ShowActorLog, ShowGpusOf, ShowNode
 from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.state import ActorTable
+from cockpit.ui.widgets.actor_details import detail_pairs, details_text
 from cockpit.ui.widgets.actor_table import ActorTableView, GpuMap
 from cockpit.ui.widgets.key_hints import KeyHints
 from cockpit.ui.widgets.safe_text import clean, plain
@@ -261,17 +262,8 @@ class ActorsScreen(CockpitScreen):
             )
         _, gpus, ip_of = self._gpus()
         held = gpus.get((ip_of.get(actor.node_id, ""), actor.pid or -1), ()) if actor.pid else ()
-        pairs = actor_details(view, node=node, placement_group=self._placement_groups.get(pg_id), gpus=held)
-        text = Text()
-        width = max(len(label) for label, _ in pairs) if pairs else 0
-        for n, (label, value) in enumerate(pairs):
-            if n:
-                text.append("\n")
-            text.append(f"{label:<{width}}  ", style="bold")
-            text.append(
-                clean(value) if "\n" not in value else "\n  ".join(clean(v) for v in value.split("\n"))
-            )
-        pane.update(text)
+        details = actor_details(view, node=node, placement_group=self._placement_groups.get(pg_id), gpus=held)
+        pane.update(details_text(detail_pairs(details)))
 
     async def _fetch_pg(self, pg_id: str) -> None:
         try:

@@ -15,12 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
-from textual.widgets import DataTable
 from textual.worker import Worker
 
 from cockpit.core.errors import CockpitError
@@ -28,7 +26,7 @@ from cockpit.core.logs.sources import LogSource, LogTail
 from cockpit.core.snapshots import JobRow
 from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.screens.debugger import COLUMNS as PAUSED_COLUMNS
-from cockpit.ui.screens.debugger import worker_cells
+from cockpit.ui.screens.debugger import paused_rows
 from cockpit.ui.screens.metrics import draw_chart
 from cockpit.ui.state import CockpitState, Need, Topic
 from cockpit.ui.widgets.gpu_heatmap import GpuHeatmap
@@ -36,6 +34,7 @@ from cockpit.ui.widgets.gpu_list import GpuList
 from cockpit.ui.widgets.jobs_strip import JobsStrip
 from cockpit.ui.widgets.join_progress import JoinPanel
 from cockpit.ui.widgets.key_hints import KeyHints
+from cockpit.ui.widgets.keyed_table import KeyedTable
 from cockpit.ui.widgets.log_view import LogView
 from cockpit.ui.widgets.metric_chart import MetricChart
 from cockpit.ui.widgets.node_table import NodeTable
@@ -96,29 +95,20 @@ def _show_jobs(strip: JobsStrip, state: CockpitState) -> None:
         strip.show(state.snapshot.jobs)
 
 
-def _show_paused(table: DataTable[Text], state: CockpitState) -> None:
-    if not table.columns:
-        for key, label in PAUSED_COLUMNS:
-            table.add_column(label, key=key)
-    now = time.time()
+def _show_paused(table: KeyedTable, state: CockpitState) -> None:
     box = table.parent
     if isinstance(box, Widget):
         total = sum(len(g.members) for g in state.paused.groups)
         box.border_subtitle = f"{total} paused" if total else "none paused"
-    with table.app.batch_update():
-        table.clear()
-        for group in state.paused.groups:
-            for index, worker in enumerate(group.members):
-                cells = worker_cells(group, index, worker, now, max(24, table.size.width - 75))
-                table.add_row(*(cells[key] for key, _ in PAUSED_COLUMNS), key=worker.key)
+    table.show_rows(paused_rows(state.paused.groups, time.time(), max(24, table.size.width - 75)))
 
 
 def _show_metrics(chart: MetricChart, state: CockpitState) -> None:
     draw_chart(chart, state.metrics)
 
 
-def _paused_table(_state: CockpitState) -> DataTable[Text]:
-    return DataTable(cursor_type="row", zebra_stripes=True)
+def _paused_table(_state: CockpitState) -> KeyedTable:
+    return KeyedTable(PAUSED_COLUMNS)
 
 
 PANES: dict[str, PaneKind] = {

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable, Iterator
 
 from rich.text import Text
 from textual import on, work
@@ -23,6 +24,7 @@ from cockpit.ui.messages import RefreshRequested
 from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.screens.confirm import ConfirmScreen
 from cockpit.ui.widgets.key_hints import KeyHints
+from cockpit.ui.widgets.keyed_table import KeyedTable
 from cockpit.ui.widgets.safe_text import clean, plain
 
 COLUMNS = (
@@ -64,6 +66,15 @@ def worker_cells(
     }
 
 
+def paused_rows(
+    groups: Iterable[PausedGroup], now: float, width: int = 90
+) -> Iterator[tuple[str, dict[str, Text]]]:
+    """The table's rows, keyed by worker: each group's members in turn, under its count."""
+    for group in groups:
+        for index, worker in enumerate(group.members):
+            yield worker.key, worker_cells(group, index, worker, now, width)
+
+
 def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(1, width - 1)] + "…"
 
@@ -103,37 +114,21 @@ class DebuggerScreen(CockpitScreen):
 
     def compose_body(self) -> ComposeResult:
         yield Static(id="debugger-summary")
-        table: DataTable[Text] = DataTable(id="paused-table", cursor_type="row", zebra_stripes=True)
-        yield table
+        yield KeyedTable(COLUMNS, id="paused-table")
         yield Static(id="debugger-details")
         yield KeyHints(self, id="debugger-hint")
-
-    def on_mount(self) -> None:
-        table = self.query_one("#paused-table", DataTable)
-        for key, label in COLUMNS:
-            table.add_column(label, key=key)
 
     def rows(self) -> list[tuple[PausedGroup, int, PausedWorker]]:
         return [(g, i, w) for g in self.state.paused.groups for i, w in enumerate(g.members)]
 
     def refresh_view(self) -> None:
         paused = self.state.paused
-        table = self.query_one("#paused-table", DataTable)
+        table = self.query_one("#paused-table", KeyedTable)
         summary = self.query_one("#debugger-summary", Static)
         hint = self.query_one("#debugger-hint", KeyHints)
         now = time.time()
         rows = self.rows()
-        selected = self.selected()
-        width = max(24, self.size.width - 75)
-        with self.app.batch_update():
-            table.clear()
-            for group, index, worker in rows:
-                cells = worker_cells(group, index, worker, now, width)
-                table.add_row(*(cells[key] for key, _ in COLUMNS), key=worker.key)
-            if selected is not None:
-                keys = [w.key for _g, _i, w in rows]
-                if selected.key in keys:
-                    table.move_cursor(row=keys.index(selected.key), animate=False)
+        table.show_rows(paused_rows(paused.groups, now, max(24, self.size.width - 75)))
         line = Text()
         if rows:
             groups = len(paused.groups)
@@ -163,15 +158,10 @@ class DebuggerScreen(CockpitScreen):
         hint.show(hint.keys_text())
 
     def selected(self) -> PausedWorker | None:
-        table = self.query_one("#paused-table", DataTable)
-        rows = self.rows()
-        if not rows or table.row_count == 0:
+        key = self.query_one("#paused-table", KeyedTable).current_key()
+        if key is None:
             return None
-        try:
-            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        except Exception:  # no row under the cursor (the table was just cleared)
-            return None
-        return next((w for _g, _i, w in rows if w.key == key), None)
+        return next((w for _g, _i, w in self.rows() if w.key == key), None)
 
     def selected_group(self) -> PausedGroup | None:
         worker = self.selected()

@@ -10,6 +10,7 @@ stack and every member are under the table; Enter gives them the whole screen (a
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from rich.text import Text
 from textual import on
@@ -29,6 +30,7 @@ from cockpit.core.units import duration
 from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.state import JobWatch
 from cockpit.ui.widgets.key_hints import KeyHints
+from cockpit.ui.widgets.keyed_table import KeyedTable
 from cockpit.ui.widgets.safe_text import clean, plain
 
 COLUMNS = (
@@ -54,6 +56,19 @@ def group_cells(group: StackGroup, width: int = 60) -> dict[str, Text]:
         "who": plain(_cut(who, 40), "dim" if group.idle else ""),
         "nodes": plain(nodes, "dim"),
     }
+
+
+def group_keys(groups: Sequence[StackGroup]) -> list[str]:
+    """A key for each group's row: its first member's process (one process is in one group of a take), so
+    a group redrawn keeps its row and the cursor."""
+    keys: list[str] = []
+    for group in groups:
+        first = group.members[0] if group.members else None
+        key = f"{first.node_id or first.node_ip}:{first.pid}" if first is not None else group.label
+        while key in keys:  # never in a real take; a fixture may repeat a pid
+            key += "+"
+        keys.append(key)
+    return keys
 
 
 def _cut(text: str, width: int) -> str:
@@ -119,22 +134,17 @@ class DoctorScreen(CockpitScreen):
         Binding("enter", "expand", "Expand", id="doctor.expand", show=False),
     ]
     expanded = False
-    _drawn: tuple[StackGroup, ...] = ()
+    _drawn: dict[str, StackGroup] = {}
+    """The groups drawn, by row key."""
     _drawn_report: StacksReport | None = None
 
     def compose_body(self) -> ComposeResult:
         yield Static(id="doctor-watch")
         yield Static(id="doctor-summary")
-        table: DataTable[Text] = DataTable(id="stack-groups", cursor_type="row", zebra_stripes=True)
-        yield table
+        yield KeyedTable(COLUMNS, id="stack-groups")
         with VerticalScroll(id="stack-details-scroll"):
             yield Static(id="stack-details")
         yield KeyHints(self, id="doctor-hint")
-
-    def on_mount(self) -> None:
-        table = self.query_one("#stack-groups", DataTable)
-        for key, label in COLUMNS:
-            table.add_column(label, key=key)
 
     # -- which job -----------------------------------------------------------------------------
 
@@ -214,30 +224,24 @@ class DoctorScreen(CockpitScreen):
             summary.append_text(plain(f"\n{doctor.error}", "red"))
         self.query_one("#doctor-summary", Static).update(summary)
 
-        table = self.query_one("#stack-groups", DataTable)
+        table = self.query_one("#stack-groups", KeyedTable)
         selected = self.selected()
         groups = self.groups()
         width = max(24, self.size.width - 40)
+        keys = group_keys(groups)
         with self.app.batch_update():
-            table.clear()
-            for index, group in enumerate(groups):
-                cells = group_cells(group, width)
-                table.add_row(*(cells[key] for key, _ in COLUMNS), key=str(index))
-            self._drawn = groups
+            table.show_rows((key, group_cells(group, width)) for key, group in zip(keys, groups, strict=True))
+            self._drawn = dict(zip(keys, groups, strict=True))
             if report is not self._drawn_report:
                 # A new take (or the next part of one): the odd one out is at the top, where the
                 # cursor goes; the user's choice is kept while the same report is redrawn.
                 self._drawn_report = report
                 if groups:
                     table.move_cursor(row=0, animate=False)
-            elif selected is not None:
-                # The same group again: same place and same first member, else the same place.
-                keys = [(g.label, g.idle, g.members[0].pid) for g in groups]
-                want = (selected.label, selected.idle, selected.members[0].pid)
+            elif selected is not None and table.current_key() not in self._drawn:
+                # Its first member gone: the group in the same place (same label, idle or not).
                 places = [(g.label, g.idle) for g in groups]
-                if want in keys:
-                    table.move_cursor(row=keys.index(want), animate=False)
-                elif (selected.label, selected.idle) in places:
+                if (selected.label, selected.idle) in places:
                     table.move_cursor(row=places.index((selected.label, selected.idle)), animate=False)
         table.display = not self.expanded
         self._show_details()
@@ -245,11 +249,8 @@ class DoctorScreen(CockpitScreen):
 
     def selected(self) -> StackGroup | None:
         """The group under the cursor, as drawn (the state's report may be newer than the table)."""
-        table = self.query_one("#stack-groups", DataTable)
-        if not self._drawn or table.row_count == 0:
-            return None
-        row = table.cursor_row
-        return self._drawn[row] if 0 <= row < len(self._drawn) else None
+        key = self.query_one("#stack-groups", KeyedTable).current_key()
+        return self._drawn.get(key) if key is not None else None
 
     @on(DataTable.RowHighlighted, "#stack-groups")
     def _row_highlighted(self) -> None:
@@ -303,8 +304,8 @@ class DoctorScreen(CockpitScreen):
 
     def action_expand(self) -> None:
         self.expanded = not self.expanded
-        self.query_one("#stack-groups", DataTable).display = not self.expanded
+        self.query_one("#stack-groups", KeyedTable).display = not self.expanded
         if self.expanded:
             self.query_one("#stack-details-scroll", VerticalScroll).focus()
         else:
-            self.query_one("#stack-groups", DataTable).focus()
+            self.query_one("#stack-groups", KeyedTable).focus()

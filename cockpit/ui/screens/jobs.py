@@ -20,6 +20,7 @@ from cockpit.ui.screens.confirm import ConfirmScreen
 from cockpit.ui.screens.launcher import LaunchScreen
 from cockpit.ui.widgets.jobs_strip import STATUS_STYLE
 from cockpit.ui.widgets.key_hints import KeyHints, key_of
+from cockpit.ui.widgets.keyed_table import KeyedTable
 from cockpit.ui.widgets.safe_text import clean, plain
 
 COLUMNS = (
@@ -83,36 +84,19 @@ class JobsScreen(CockpitScreen):
     ]
 
     def compose_body(self) -> ComposeResult:
-        table: DataTable[Text] = DataTable(id="jobs-table", cursor_type="row", zebra_stripes=True)
-        yield table
+        yield KeyedTable(COLUMNS, id="jobs-table")
         yield KeyHints(self, id="jobs-hint")
-
-    def on_mount(self) -> None:
-        table = self.query_one("#jobs-table", DataTable)
-        for key, label in COLUMNS:
-            table.add_column(label, key=key)
 
     def refresh_view(self) -> None:
         snapshot = self.state.snapshot
-        table = self.query_one("#jobs-table", DataTable)
+        table = self.query_one("#jobs-table", KeyedTable)
         table.set_class(self.state.connection.stale, "stale")
         hint = self.query_one("#jobs-hint", KeyHints)
         if snapshot is None:
             return
         now = time.time()
         keys = [job.key for job in snapshot.jobs]
-        with self.app.batch_update():
-            if [row.value for row in table.rows] != keys:
-                # A job came or went: rebuild (newest first). Jobs lists are short; cells update in place.
-                table.clear()
-                for job in snapshot.jobs:
-                    cells = job_cells(job, now)
-                    table.add_row(*(cells[key] for key, _ in COLUMNS), key=job.key)
-            else:
-                for job in snapshot.jobs:
-                    cells = job_cells(job, now)
-                    for key, _label in COLUMNS:
-                        table.update_cell(job.key, key, cells[key])
+        table.show_rows((job.key, job_cells(job, now)) for job in snapshot.jobs)  # newest first
         hint.show(
             Text.assemble(
                 "no jobs yet: press ",
@@ -124,11 +108,10 @@ class JobsScreen(CockpitScreen):
         )
 
     def current_job(self) -> JobRow | None:
-        table = self.query_one("#jobs-table", DataTable)
+        key = self.query_one("#jobs-table", KeyedTable).current_key()
         snapshot = self.state.snapshot
-        if snapshot is None or table.row_count == 0:
+        if snapshot is None or key is None:
             return None
-        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
         return next((j for j in snapshot.jobs if j.key == key), None)
 
     # -- actions -------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.state import MetricsView
 from cockpit.ui.widgets.gpu_cells import sparkline
 from cockpit.ui.widgets.key_hints import KeyHints
+from cockpit.ui.widgets.keyed_table import KeyedTable
 from cockpit.ui.widgets.metric_chart import Line, MetricChart
 from cockpit.ui.widgets.safe_text import clean, plain
 
@@ -87,20 +88,31 @@ def spark(store: SeriesStore, key: str) -> str:
     return sparkline([None if not math.isfinite(v) else int((v - low) / span * 100) for v in values])
 
 
-def key_cells(summary: Summary, store: SeriesStore, chosen: bool) -> tuple[Text, ...]:
+COLUMNS = (
+    ("on", ""),
+    ("key", "Key"),
+    ("spark", "Recent"),
+    ("last", "Last"),
+    ("min", "Min"),
+    ("max", "Max"),
+)
+
+
+def key_cells(summary: Summary, store: SeriesStore, chosen: bool) -> dict[str, Text]:
+    """One key's row, by column key; the key came from the job's log (shown as text, never markup)."""
     bad = summary.nonfinite is not None and summary.nonfinite.now
     style = "bold red" if bad else ("bold" if chosen else "")
     mark = "●" if chosen else " "
     lowest = "-" if summary.minimum is None else format_value(summary.minimum)
     highest = "-" if summary.maximum is None else format_value(summary.maximum)
-    return (
-        Text(mark, style="cyan"),
-        plain(summary.key, style),
-        Text(spark(store, summary.key), style="green"),
-        plain(format_value(summary.last)[:10], "red" if not math.isfinite(summary.last) else ""),
-        plain(lowest[:10], "dim"),
-        plain(highest[:10], "dim"),
-    )
+    return {
+        "on": Text(mark, style="cyan"),
+        "key": plain(summary.key, style),
+        "spark": Text(spark(store, summary.key), style="green"),
+        "last": plain(format_value(summary.last)[:10], "red" if not math.isfinite(summary.last) else ""),
+        "min": plain(lowest[:10], "dim"),
+        "max": plain(highest[:10], "dim"),
+    }
 
 
 def pace(view_times: list[tuple[float, int]], job: JobRow | None, last_step: int | None) -> str:
@@ -132,34 +144,22 @@ class MetricsScreen(CockpitScreen):
         Binding("j", "next_job", "Next job", id="metrics.next_job", show=False),
         Binding("escape", "clear_filter", "Clear filter", id="metrics.clear_filter", show=False),
     ]
-    _shown: list[str] = []
 
     def compose_body(self) -> ComposeResult:
         yield Static(id="metrics-summary")
         with Horizontal(id="metrics-body"):
             with Vertical(id="metrics-left"):
                 yield Input(placeholder="filter keys (/)", id="metrics-filter")
-                table: DataTable[Text] = DataTable(id="metric-keys", cursor_type="row", zebra_stripes=True)
-                yield table
+                yield KeyedTable(COLUMNS, id="metric-keys")
             yield MetricChart(id="metric-chart")
         yield KeyHints(self, id="metrics-hint")
 
     def on_mount(self) -> None:
-        table = self.query_one("#metric-keys", DataTable)
-        for key, label in (
-            ("on", ""),
-            ("key", "Key"),
-            ("spark", "Recent"),
-            ("last", "Last"),
-            ("min", "Min"),
-            ("max", "Max"),
-        ):
-            table.add_column(label, key=key)
         self.query_one("#metrics-filter", Input).display = False
 
     def on_screen_resume(self) -> None:
         super().on_screen_resume()
-        self.query_one("#metric-keys", DataTable).focus()
+        self.query_one("#metric-keys", KeyedTable).focus()
 
     # -- drawing -------------------------------------------------------------------------------
 
@@ -198,20 +198,10 @@ class MetricsScreen(CockpitScreen):
             view.keys = default_keys(keys)
         wanted = self.query_one("#metrics-filter", Input).value.strip().lower()
         shown = [k for k in keys if wanted in k.lower()] if wanted else keys
-        table = self.query_one("#metric-keys", DataTable)
-        cursor_key = (
-            self._shown[table.cursor_row]
-            if self._shown and 0 <= table.cursor_row < len(self._shown)
-            else None
-        )
         summaries = {s.key: s for s in store.summaries()}
-        with self.app.batch_update():
-            table.clear()
-            for key in shown:
-                table.add_row(*key_cells(summaries[key], store, key in view.keys), key=key)
-            self._shown = shown
-            if cursor_key in shown:
-                table.move_cursor(row=shown.index(cursor_key), animate=False)
+        self.query_one("#metric-keys", KeyedTable).show_rows(
+            (key, key_cells(summaries[key], store, key in view.keys)) for key in shown
+        )
         self._draw_chart()
 
     def _draw_chart(self) -> None:
@@ -220,10 +210,9 @@ class MetricsScreen(CockpitScreen):
     # -- actions -------------------------------------------------------------------------------
 
     def action_toggle_key(self) -> None:
-        table = self.query_one("#metric-keys", DataTable)
-        if not self._shown or not 0 <= table.cursor_row < len(self._shown):
+        key = self.query_one("#metric-keys", KeyedTable).current_key()
+        if key is None:
             return
-        key = self._shown[table.cursor_row]
         keys = self.state.metrics.keys
         if key in keys:
             keys.remove(key)
@@ -255,7 +244,7 @@ class MetricsScreen(CockpitScreen):
         box = self.query_one("#metrics-filter", Input)
         box.value = ""
         box.display = False
-        self.query_one("#metric-keys", DataTable).focus()
+        self.query_one("#metric-keys", KeyedTable).focus()
         self.refresh_view()
 
     @on(Input.Changed, "#metrics-filter")
@@ -264,7 +253,7 @@ class MetricsScreen(CockpitScreen):
 
     @on(Input.Submitted, "#metrics-filter")
     def _filter_done(self) -> None:
-        self.query_one("#metric-keys", DataTable).focus()
+        self.query_one("#metric-keys", KeyedTable).focus()
 
     def _same_profile(self) -> list[JobRow]:
         """Other jobs of the followed job's profile, newest first (those with a driver log)."""

@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 
 from rich.text import Text
-from textual.widgets import DataTable
 
 from cockpit.core.snapshots import NA, NodeSnapshot
 from cockpit.core.units import ago, human_bytes, percent
+from cockpit.ui.widgets.keyed_table import KeyedTable
 from cockpit.ui.widgets.safe_text import plain
 
 COLUMNS = (
@@ -58,44 +58,21 @@ def node_cells(node: NodeSnapshot, now: float) -> dict[str, Text]:
     }
 
 
-class NodeTable(DataTable[Text]):
-    """Nodes keyed by node id. A refresh updates changed cells only (no clear, no re-measure of rows)."""
+class NodeTable(KeyedTable):
+    """Nodes keyed by node id, in the snapshot's order (head first, then by start); dead nodes stay."""
 
     DEFAULT_CSS = """
     NodeTable { height: 1fr; }
     NodeTable.stale { opacity: 60%; }
     """
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)  # type: ignore[arg-type]
-        self._cells: dict[str, dict[str, Text]] = {}
-
-    def on_mount(self) -> None:
-        for key, label in COLUMNS:
-            self.add_column(label, key=key)
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:  # noqa: A002
+        super().__init__(COLUMNS, id=id, classes=classes)
 
     def show(self, nodes: tuple[NodeSnapshot, ...]) -> None:
         now = time.time()
-        with self.app.batch_update():
-            for node in nodes:
-                cells = node_cells(node, now)
-                old = self._cells.get(node.node_id)
-                if old is None:
-                    self.add_row(*(cells[key] for key, _ in COLUMNS), key=node.node_id)
-                else:
-                    for key, _ in COLUMNS:
-                        if old[key] != cells[key]:
-                            self.update_cell(node.node_id, key, cells[key], update_width=True)
-                self._cells[node.node_id] = cells
-            gone = set(self._cells) - {n.node_id for n in nodes}
-            for node_id in gone:
-                self.remove_row(node_id)
-                del self._cells[node_id]
+        self.show_rows((node.node_id, node_cells(node, now)) for node in nodes)
 
-    def select(self, node_id: str) -> bool:
-        """Put the cursor on NODE_ID's row (and focus the table); False if it is not listed."""
-        if node_id not in self._cells:
-            return False
-        self.move_cursor(row=self.get_row_index(node_id))
-        self.focus()
-        return True
+    def select(self, key: str, focus: bool = True) -> bool:
+        """Put the cursor on node KEY's row and focus the table; False if it is not listed."""
+        return super().select(key, focus)

@@ -1,0 +1,126 @@
+"""Provides the keyed table: a small `DataTable` whose rows are keyed by a stable id and updated in place.
+
+A screen hands `show_rows` every row it wants, in the order it wants them, each as its key (a job id, a
+worker's key, a node id) and its cells by column key. Rows with a new key are added, rows whose key is
+gone are removed, rows that moved are put in their place, and in the rows that stay only the cells that
+changed are written: a refresh that changes one age rewrites one cell, and one that changes nothing
+rewrites nothing (no clear, no re-measuring of every row, no jump of the scroll position). The cursor
+stays on its row's key when rows come, go or move.
+
+Every cell is a `Text`. A `str` cell is made one by `plain` (cleaned of escapes and control characters,
+never read as markup), since a `DataTable` reads a `str` as markup and every cluster string is hostile.
+Cells are compared by their text and their styles: `Text.__eq__` ignores the base style, so a cell that
+only turned red (or bold, as a metric key when chosen) would otherwise not be redrawn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from rich.text import Text
+from textual._two_way_dict import TwoWayDict
+from textual.widgets import DataTable
+from textual.widgets.data_table import RowKey
+
+from cockpit.ui.widgets.safe_text import plain
+
+Cell = Text | str
+"""What a row's cell may be given as: a `str` is shown as `plain(str)`."""
+
+
+def as_cell(value: Cell) -> Text:
+    return value if isinstance(value, Text) else plain(value)
+
+
+def same_cell(old: Text, new: Text) -> bool:
+    """Whether NEW draws exactly as OLD: the same characters in the same styles and layout."""
+    return (
+        old.plain == new.plain
+        and old.style == new.style
+        and old.spans == new.spans
+        and (old.justify, old.overflow, old.no_wrap) == (new.justify, new.overflow, new.no_wrap)
+    )
+
+
+class KeyedTable(DataTable[Text]):
+    """Rows keyed by a stable id, in the order `show_rows` gives them; a refresh writes changed cells only."""
+
+    def __init__(
+        self,
+        columns: Sequence[tuple[str, str]],
+        *,
+        id: str | None = None,  # noqa: A002 - the keyword every Textual widget takes
+        classes: str | None = None,
+    ) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, id=id, classes=classes)
+        self.column_spec = tuple(columns)
+        """(column key, label) pairs, left to right."""
+        self.column_keys = tuple(key for key, _label in columns)
+        self._cells: dict[str, dict[str, Text]] = {}
+        """The cells shown, by row key then column key, in the order shown."""
+
+    def on_mount(self) -> None:
+        self._add_columns()
+
+    def _add_columns(self) -> None:
+        # On mount, or on the first `show_rows` if that comes first (adding a column measures its label, which
+        # needs the app's console).
+        if not self.columns:
+            for key, label in self.column_spec:
+                self.add_column(Text(label), key=key)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The rows' keys, top to bottom."""
+        return tuple(self._cells)
+
+    def show_rows(self, rows: Iterable[tuple[str, Mapping[str, Cell]]]) -> None:
+        """Show ROWS, (key, cells by column key) pairs in the order to show them; a column a row has no
+        cell for is empty. Raises ValueError for a key given twice or a column the table does not have."""
+        wanted: dict[str, dict[str, Text]] = {}
+        for key, cells in rows:
+            if key in wanted:
+                raise ValueError(f"row key {key!r} given twice")
+            unknown = cells.keys() - set(self.column_keys)
+            if unknown:
+                raise ValueError(f"no column {sorted(unknown)!r} in this table")
+            wanted[key] = {column: as_cell(cells.get(column, "")) for column in self.column_keys}
+        self._add_columns()
+        cursor_key = self.current_key()
+        with self.app.batch_update():
+            for key in [key for key in self._cells if key not in wanted]:
+                self.remove_row(key)
+                del self._cells[key]
+            for key, cells in wanted.items():
+                old = self._cells.get(key)
+                if old is None:
+                    self.add_row(*(cells[column] for column in self.column_keys), key=key)
+                    continue
+                for column in self.column_keys:
+                    if not same_cell(old[column], cells[column]):
+                        self.update_cell(key, column, cells[column], update_width=True)
+            order = list(wanted)
+            if [row.key.value for row in self.ordered_rows] != order:
+                # Rows moved: put them in order as `DataTable.sort` does, by their places (the rows, their
+                # cells and their measured heights stay as they are).
+                self._row_locations = TwoWayDict({RowKey(key): index for index, key in enumerate(order)})
+                self._update_count += 1
+                self.refresh()
+            self._cells = wanted
+            if cursor_key in wanted and self.cursor_row != order.index(cursor_key):
+                self.move_cursor(row=order.index(cursor_key), animate=False)
+
+    def current_key(self) -> str | None:
+        """The key of the row under the cursor; None when the table is empty."""
+        if not self._cells or not 0 <= self.cursor_row < len(self._cells):
+            return None
+        return self.ordered_rows[self.cursor_row].key.value
+
+    def select(self, key: str, focus: bool = False) -> bool:
+        """Put the cursor on KEY's row (and FOCUS the table); False if no row has that key."""
+        if key not in self._cells:
+            return False
+        self.move_cursor(row=self.get_row_index(key), animate=False)
+        if focus:
+            self.focus()
+        return True
