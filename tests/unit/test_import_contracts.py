@@ -9,17 +9,19 @@ two modules of one package.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
-CONTRACTS = [c["name"] for c in tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]]
+CONTRACTS = re.findall(
+    r'^name = "(.+)"$', (REPO / "pyproject.toml").read_text().partition("[tool.importlinter]")[2], re.M
+)
 
 
 def verdicts(output: str) -> dict[str, str]:
