@@ -13,9 +13,11 @@ from cockpit.core.actors.listing import ActorQuery, actor_list
 from cockpit.core.actors.pending import PendingReport
 from cockpit.core.snapshots import ActorRow, ClusterSnapshot, Listing, ListMeta
 from cockpit.core.targets import parse_target
+from cockpit.ui.feeds import NOT_RETRYING
 from cockpit.ui.feeds import actors as feed_module
 from cockpit.ui.feeds.actors import ActorsFeed
 from cockpit.ui.state import CockpitState
+from tests.harness.retry_cases import CASES, Case
 from tests.harness.run import until
 
 CLUSTER = 12_000
@@ -164,3 +166,37 @@ async def test_nothing_is_asked_while_the_cluster_poll_fails_or_the_screen_is_aw
         asked = len(recorder.calls)
         await pilot.pause(1.0)
         assert len(recorder.calls) == asked and not app.feed.listing
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.name in ("auth-rejected", "unreachable")], ids=str)
+async def test_a_failed_list_is_asked_again_only_when_the_one_rule_says(
+    case: Case, recorder: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refusal is said and not asked again until `r` (or a new filter); what waiting may cure is asked
+    again at the list's cadence (`is_permanent`, as everywhere)."""
+    error = case.make()
+    failing = True
+
+    async def fetch(*args: Any) -> Any:
+        recorder.calls.append((args[1], args[4]))
+        if failing:
+            raise error
+        return await Recorder(500)(*args)
+
+    monkeypatch.setattr(feed_module, "fetch_actor_table", fetch)
+    app = FeedApp()
+    app.feed.list_seconds = 0.2
+    async with app.run_test() as pilot:
+        app.feed.shown()
+        await until(pilot, lambda: app.state.stuck.error != "", 5)
+        if case.permanent:
+            assert app.state.stuck.error == str(error) + NOT_RETRYING
+            await pilot.pause(1.0)
+            assert len(recorder.calls) == 1 and not app.feed.listing
+            failing = False
+            app.feed.shown()  # what `r` does
+        else:
+            assert app.state.stuck.error == str(error)
+            await until(pilot, lambda: len(recorder.calls) >= 3, 5)
+            failing = False
+        await until(pilot, lambda: app.state.actor_table is not None and app.state.stuck.error == "", 5)
