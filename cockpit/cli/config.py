@@ -1,5 +1,6 @@
-"""Provides `cockpit config show` (the effective configuration, and where each value came from) and
-`cockpit config keys` (every binding id, its default key and the key in effect)."""
+"""Provides `cockpit config show` (the effective configuration, and where each value came from; the layout
+it names checked as the app checks it) and `cockpit config keys` (every binding id, its default key and
+the key in effect)."""
 
 from __future__ import annotations
 
@@ -21,10 +22,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 def show_config(args: argparse.Namespace) -> int:
     from cockpit.core.config.settings import FIELDS, load, show
+    from cockpit.ui.layouts import load_layout_or_default
 
     config = load()
     for problem in config.problems:
         err(problem)
+    _layout, layout_problem = load_layout_or_default(config.layout)  # what the cockpit screen would say
+    if layout_problem:
+        err(layout_problem)
     state = "found" if config.path.exists() else "not found: every value below is its default or from env"
     say(f"# {config.path} ({state})")
     say(
