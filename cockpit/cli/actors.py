@@ -9,7 +9,7 @@ import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from cockpit.cli.common import EXIT_OK, EXIT_STUCK, add_connect_options, connect_options, err
+from cockpit.cli.common import EXIT_OK, EXIT_STUCK, add_connect_options, connect_options, err, user_config
 from cockpit.core.cluster.selectors import NODE_SELECTOR
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ def actors(args: argparse.Namespace) -> int:
     target = parse_target(args.target)
     from cockpit.core.actors.roles import load_role_rules
 
-    rules, problem = load_role_rules()
+    rules, problem = load_role_rules(configured=user_config().roles)
     if problem:
         err(problem)
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import os
 import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
+    from cockpit.core.config.settings import Config
     from cockpit.core.connect.connection import ConnectOptions
     from cockpit.core.jobs.preflight import Check
     from cockpit.core.ssh.errors import UnknownHostKey
@@ -31,6 +33,16 @@ EXIT_HANG = 5
 """A hang was seen (`watch`)."""
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
+
+
+@functools.lru_cache(maxsize=1)
+def user_config() -> Config:
+    """The configuration of this command (`config.yaml` and `COCKPIT_*`), read once, at first use. The
+    core never reads it: handlers pass what it needs (profile directories, the hang default, role
+    additions, the dashboard port) down as arguments, and hand the whole of it to the app."""
+    from cockpit.core.config.settings import load
+
+    return load()
 
 
 def err(message: str) -> None:
@@ -100,16 +112,15 @@ def connect_options(
 
     `timeout`: seconds for one dashboard request (default: ConnectOptions' own).
     """
-    from cockpit.core.config.settings import settings
     from cockpit.core.connect.connection import ConnectOptions
 
-    config = settings()
+    settings = user_config()
     if interactive is None:
         interactive = sys.stdin.isatty() and sys.stderr.isatty()
     options = ConnectOptions(
         token_file=args.token_file,
-        dashboard_port=args.dashboard_port or config.dashboard_port,
-        ssh_config=args.ssh_config or config.ssh_config or None,
+        dashboard_port=args.dashboard_port or settings.dashboard_port,
+        ssh_config=args.ssh_config or settings.ssh_config or None,
         accept_new=args.accept_new,
         expose_port=args.expose_port,
         confirm_host_key=confirm_host_key_on_terminal if interactive else None,

@@ -10,7 +10,7 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
-from cockpit.cli.common import EXIT_FAIL, EXIT_OK, add_connect_options, connect_options, err
+from cockpit.cli.common import EXIT_FAIL, EXIT_OK, add_connect_options, connect_options, err, user_config
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -182,7 +182,8 @@ def _policy_for(args: argparse.Namespace, job: JobRow) -> tuple[HangPolicy, str]
     from cockpit.core.doctor.progress import job_policy
 
     override, progress = _flags(args)
-    policy, problem = job_policy(job)
+    settings = user_config()
+    policy, problem = job_policy(job, profile_dirs=settings.profile_dirs, hang_after=settings.hang_after)
     return (
         HangPolicy(
             hang_after=override if override is not None else policy.hang_after,

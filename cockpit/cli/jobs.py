@@ -19,6 +19,7 @@ from cockpit.cli.common import (
     connect_options,
     err,
     print_checklist,
+    user_config,
 )
 from cockpit.core.cluster.selectors import ACTOR_SELECTOR, NODE_SELECTOR
 
@@ -141,7 +142,7 @@ def submit(args: argparse.Namespace) -> int:
     from cockpit.core.jobs.launch import parse_overrides
     from cockpit.core.targets import parse_target
 
-    profile = profiles.load(profiles.find(args.profile, warn=err))
+    profile = profiles.load(profiles.find(args.profile, warn=err, dirs=user_config().profile_dirs))
     profile = profiles.with_shape(profile, args.nodes, args.gpus_per_node)
     overrides = parse_overrides(args.overrides)
     target = parse_target(args.target)

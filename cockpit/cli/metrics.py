@@ -19,7 +19,7 @@ import sys
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Literal
 
-from cockpit.cli.common import EXIT_FAIL, EXIT_OK, add_connect_options, connect_options, err
+from cockpit.cli.common import EXIT_FAIL, EXIT_OK, add_connect_options, connect_options, err, user_config
 
 if TYPE_CHECKING:
     from cockpit.core.cluster.dashboard import DashboardClient
@@ -127,7 +127,7 @@ async def _metrics(
 
     job = match_job(await client.jobs(), args.job)
     if form is None:
-        profile, problem = job_profile(job)
+        profile, problem = job_profile(job, profile_dirs=user_config().profile_dirs)
         if problem:
             err(f"{problem} (metrics: format auto)")
         form = profile_format(profile.metrics, profile.framework) if profile is not None else "auto"

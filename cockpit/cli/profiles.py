@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from cockpit.cli.common import EXIT_FAIL, EXIT_OK, err, say
+from cockpit.cli.common import EXIT_FAIL, EXIT_OK, err, say, user_config
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,7 +26,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 def list_profiles(args: argparse.Namespace) -> int:
     from cockpit.core.jobs import profiles
-    found, problems = profiles.discover(warn=err)
+
+    found, problems = profiles.discover(warn=err, dirs=user_config().profile_dirs)
     for profile in found:
         shape = f"{profile.cluster.nodes}x{profile.cluster.gpus_per_node}"
         print(f"{profile.name:36} {shape:>6}  {profile.description[:70]}")
@@ -37,7 +38,8 @@ def list_profiles(args: argparse.Namespace) -> int:
 
 def show(args: argparse.Namespace) -> int:
     from cockpit.core.jobs import profiles
-    profile = profiles.load(profiles.find(args.name, warn=err))
+
+    profile = profiles.load(profiles.find(args.name, warn=err, dirs=user_config().profile_dirs))
     print(json.dumps(profiles.render(profile, mask=True, check_secrets=False), indent=2, ensure_ascii=False))
     if profile.progress or profile.hang_after is not None:
         # Not part of the job request, so not in the JSON (which scripts read): one line on stderr.
@@ -71,11 +73,11 @@ def check(args: argparse.Namespace) -> int:
         loaded: list[profiles.Profile | str] = []
         for name in args.files:
             try:
-                loaded.append(profiles.load(profiles.find(name, warn=err)))
+                loaded.append(profiles.load(profiles.find(name, warn=err, dirs=user_config().profile_dirs)))
             except profiles.ProfileError as exc:
                 loaded.append(str(exc))
     else:
-        found, problems = profiles.discover(warn=err)
+        found, problems = profiles.discover(warn=err, dirs=user_config().profile_dirs)
         loaded = [*found, *problems]
     bad = 0
     for item in loaded:

@@ -13,6 +13,7 @@ from cockpit.cli.common import (
     err,
     print_checklist,
     say,
+    user_config,
 )
 
 
@@ -53,7 +54,7 @@ def up(args: argparse.Namespace) -> int:
     from cockpit.core.jobs.launch import parse_overrides
     from cockpit.core.slurm import script as slurm_script
 
-    profile = profiles.load(profiles.find(args.profile, warn=err))
+    profile = profiles.load(profiles.find(args.profile, warn=err, dirs=user_config().profile_dirs))
     nodes = args.nodes if args.nodes is not None else profile.cluster.nodes
     gpus = args.gpus_per_node if args.gpus_per_node is not None else profile.cluster.gpus_per_node
     if nodes < 1 or gpus < 0:

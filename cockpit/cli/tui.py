@@ -9,7 +9,15 @@ import signal
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from cockpit.cli.common import EXIT_OK, EXIT_USAGE, add_connect_options, connect_options, err, say
+from cockpit.cli.common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    add_connect_options,
+    connect_options,
+    err,
+    say,
+    user_config,
+)
 
 if TYPE_CHECKING:
     from cockpit.core.cluster.dashboard import DashboardClient
@@ -35,10 +43,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def connect(args: argparse.Namespace) -> int:
-    from cockpit.core.config.settings import settings
     from cockpit.core.targets import parse_target
 
-    raw = args.target or settings().target
+    settings = user_config()
+    raw = args.target or settings.target
     if not raw:
         err("connect: no TARGET given and no `target` in the config (cockpit config show)")
         return EXIT_USAGE
@@ -52,6 +60,7 @@ def connect(args: argparse.Namespace) -> int:
         expect_nodes=args.expect_nodes,
         expect_gpus=args.expect_gpus,
         layout=args.layout,
+        config=settings,
     )
     app.run()
     return app.return_code or EXIT_OK
@@ -66,6 +75,7 @@ async def submit_demo_job(client: DashboardClient, profile: Profile, submission_
         LaunchBlocked: a static check failed (a secret not set, an RLinf placement that does not add up).
     """
     from cockpit.core.jobs import launch
+
     return await launch.submit(client, launch.plan(profile, submission_id=submission_id))
 
 
@@ -75,7 +85,8 @@ def demo(args: argparse.Namespace) -> int:
     from cockpit.core.local import processes, record
     from cockpit.core.targets import Target
 
-    profile = profiles.load(profiles.find(args.profile, warn=err))  # a skipped unsafe file says so
+    # A skipped unsafe file says so.
+    profile = profiles.load(profiles.find(args.profile, warn=err, dirs=user_config().profile_dirs))
     existing = record.load()
     started_here = existing is None or not processes.is_running(existing)
     try:
@@ -100,6 +111,7 @@ def demo(args: argparse.Namespace) -> int:
             expect_nodes=args.nodes,
             expect_gpus=args.nodes * args.gpus_per_node,
             title_suffix="demo",
+            config=user_config(),
         )
         app.run()
     finally:

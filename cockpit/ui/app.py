@@ -24,8 +24,7 @@ from textual.worker import Worker, WorkerState
 
 from cockpit.core.actors.roles import load_role_rules
 from cockpit.core.cluster.dashboard import DashboardClient
-from cockpit.core.config.layouts import Layout, load_layout_or_default
-from cockpit.core.config.settings import Config, settings
+from cockpit.core.config.settings import Config, load
 from cockpit.core.connect.connection import Connection, ConnectOptions
 from cockpit.core.debug.session import settle
 from cockpit.core.errors import CockpitError
@@ -40,6 +39,7 @@ from cockpit.ui.feeds.metrics import MetricsFeed
 from cockpit.ui.feeds.paused import PausedFeed
 from cockpit.ui.feeds.stacks import StacksFeed
 from cockpit.ui.keymap import check_keys, usable_keys
+from cockpit.ui.layouts import Layout, load_layout_or_default
 from cockpit.ui.messages import (
     ActorQueryChanged,
     HighResToggled,
@@ -127,7 +127,7 @@ class CockpitApp(App[int]):
         config: Config | None = None,
     ) -> None:
         super().__init__()
-        config = config or settings()
+        config = config or load()  # the command line passes the one it loaded
         self.config = config
         layout_chosen = layout is not None or config.origins["layout"] != "default"
         self.first_mode = "cockpit" if layout_chosen else FIRST
@@ -145,6 +145,7 @@ class CockpitApp(App[int]):
             expect_gpus=expect_gpus,
         )
         self.state.layout = chosen
+        self.state.config = config
         self.offline = offline
         # The TUI asks its own questions in dialogs; host keys through `HostKeyUnknown`.
         options = replace(
@@ -153,7 +154,7 @@ class CockpitApp(App[int]):
         self.gpu_feed = GpuFeed(self, self.state)
         self.cluster_feed = ClusterFeed(self, self.state, options, self.gpu_feed)
         self.high_res = HighResFeed(self, self.state, self.gpu_feed, self.cluster_feed.connection)
-        rules, self._roles_problem = load_role_rules()
+        rules, self._roles_problem = load_role_rules(configured=config.roles)
         self.state.gpu_board.rules = rules
         self.actors_feed = ActorsFeed(self, self.state, self.cluster_feed.dashboard, rules)
         self.paused_feed = PausedFeed(self, self.state, self.cluster_feed.connection)

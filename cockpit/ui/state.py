@@ -22,7 +22,7 @@ from cockpit.core.actors.listing import ActorList
 from cockpit.core.actors.pending import PendingReport
 from cockpit.core.actors.table import ActorIndex
 from cockpit.core.cluster.join import JoinProgress
-from cockpit.core.config.layouts import Layout
+from cockpit.core.config.settings import Config, defaults
 from cockpit.core.debug.paused import PausedCache, PausedGroup, PausedWorker
 from cockpit.core.doctor.stacks import StacksReport
 from cockpit.core.gpu.board import GpuBoard, GpuFleet
@@ -30,6 +30,7 @@ from cockpit.core.metrics.series import NonFinite, SeriesStore
 from cockpit.core.slurm.queue import SlurmJob
 from cockpit.core.snapshots import ActorRow, ClusterInfo, ClusterSnapshot, JobRow
 from cockpit.core.targets import Target
+from cockpit.ui.layouts import Layout
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -210,6 +211,9 @@ class CockpitState:
     expect_nodes: int | None = None
     expect_gpus: float | None = None
     layout: Layout = field(default_factory=lambda: Layout(name="default"))
+    config: Config = field(default_factory=defaults)
+    """The configuration the app was given (the command line loads it once); feeds and screens read
+    their settings here, never from a file of their own."""
     connection: ConnectionState = field(default_factory=ConnectionState)
     info: ClusterInfo | None = None
     snapshot: ClusterSnapshot | None = None

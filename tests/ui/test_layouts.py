@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.core.config.layouts import COCKPIT_PANES, known_layouts, load_layout, load_layout_or_default
+from cockpit.core.config.layouts import known_layouts
 from cockpit.ui.app import CockpitApp
+from cockpit.ui.layouts import COCKPIT_PANES, load_layout, load_layout_or_default
 from cockpit.ui.screens.cluster import ClusterScreen
-from cockpit.ui.screens.cockpit import CockpitLayoutScreen, PaneBox
+from cockpit.ui.screens.cockpit import PANES, CockpitLayoutScreen, PaneBox
 from cockpit.ui.screens.gpus import GpuScreen
 from tests.harness.snapshots import check_snapshot
 from tests.ui.test_actors_fixture import screen_text
@@ -27,6 +28,10 @@ def normalized(text: str) -> str:
     text = re.sub(r"\b\d+(h\d+m|m\d+s|d\d+h) ago", "1h00m ago", text)
     text = re.sub(r"(RUNNING   \S+  )\S+", r"\g<1>1h00m", text)
     return re.sub(r"WAITING \d+s", "WAITING 0s", text)
+
+
+def test_the_panes_a_layout_may_name_are_the_panes_the_screen_has() -> None:
+    assert tuple(PANES) == COCKPIT_PANES
 
 
 def test_the_shipped_layouts_load() -> None:

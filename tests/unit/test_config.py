@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from cockpit.core.config import settings as config
 from cockpit.core.config.settings import FIELDS, load
 
@@ -95,3 +97,66 @@ def test_config_show_prints_each_value_and_where_it_came_from(tmp_path: Path) ->
     assert any(line.startswith("theme: dark") and "# env COCKPIT_THEME ·" in line for line in lines)
     assert any(line.startswith("ssh_config: ''") and "# default ·" in line for line in lines)
     assert out.stderr == ""
+
+
+def config_show(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cockpit.cli", "config", "show"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+    )
+
+
+def test_config_show_checks_the_layout_it_names_as_the_cockpit_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cockpit.ui.layouts import COCKPIT_PANES, load_layout_or_default
+
+    layouts = tmp_path / "ray-cockpit" / "layouts"
+    layouts.mkdir(parents=True)
+    broken = layouts / "broken.yaml"
+    broken.write_text("cockpit:\n  - nodes\n  - [jobs, gpu_hetmap]\n")
+    env = {"XDG_CONFIG_HOME": str(tmp_path), "COCKPIT_LAYOUT": "broken"}
+    out = config_show(env)
+    # A problem of the configuration is a line on stderr; the values are still shown (as for any other).
+    assert out.returncode == 0, out.stderr
+    assert any(line.startswith("layout: broken") for line in out.stdout.splitlines())
+    expected = (
+        f"{broken}:3: cockpit: unknown pane 'gpu_hetmap' (panes: {', '.join(COCKPIT_PANES)}) "
+        "(the default layout is used)"
+    )
+    assert out.stderr == f"cockpit: {expected}\n"
+    # The very line the cockpit screen shows.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert load_layout_or_default("broken")[1] == expected
+    unknown = config_show({"XDG_CONFIG_HOME": str(tmp_path), "COCKPIT_LAYOUT": "nothing"})
+    assert unknown.returncode == 0 and "no layout named 'nothing' (layouts: " in unknown.stderr
+    broken.write_text("cockpit:\n  - [jobs, gpu_heatmap]\n")
+    assert config_show(env).stderr == ""
+
+
+def test_profile_dirs_of_the_config_reach_the_profiles_the_command_line_finds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cockpit.core.jobs import profiles
+
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (extra / "mine.yaml").write_text("name: mine\ndescription: from profile_dirs\nentrypoint: python3 x.py\n")
+    path = tmp_path / "config.yaml"
+    path.write_text(f"profile_dirs: [{extra}]\n")
+    env = {**os.environ, config.CONFIG_ENV: str(path), "XDG_CONFIG_HOME": str(tmp_path / "none")}
+    out = subprocess.run(
+        [sys.executable, "-m", "cockpit.cli", "profiles", "list"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    assert any(line.split()[0] == "mine" for line in out.stdout.splitlines())
+    # The core reads no configuration of its own: the directories are what its caller passes.
+    monkeypatch.setenv(config.CONFIG_ENV, str(path))
+    assert "mine" in [p.name for p in profiles.discover(dirs=load(path, env={}).profile_dirs)[0]]
+    assert "mine" not in [p.name for p in profiles.discover()[0]]

@@ -171,7 +171,12 @@ def test_a_path_that_is_not_a_regular_file_is_one_line(tmp_path: Path) -> None:
 
 # -- arbitrary bytes --------------------------------------------------------------------------------
 
-KEYS = [*sorted(profile_load._KEYS), "cluster.nodes", "runtime_env.env_vars", "bogus"]
+KEYS = [
+    *sorted(key.name for key in profile_load.PROFILE.keys),
+    "cluster.nodes",
+    "runtime_env.env_vars",
+    "bogus",
+]
 SCALARS = st.one_of(
     hostile_text,
     st.sampled_from(

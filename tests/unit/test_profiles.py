@@ -113,6 +113,8 @@ def test_hang_keys_load(tmp_path: Path, text: str, progress: str, hang_after: fl
     assert (profile.progress, profile.hang_after) == (progress, hang_after)
     policy = hang_policy(profile)
     assert policy.hang_after == (DEFAULT_HANG_AFTER if hang_after is None else hang_after)
+    # Without one in the profile, the default its caller passes (the config's `hang_after`).
+    assert hang_policy(profile, default=42.0).hang_after == (42.0 if hang_after is None else hang_after)
     assert (policy.progress.pattern if policy.progress else "") == progress
 
 

@@ -3,6 +3,8 @@ path: metadata is anyone's text), and only the job's own GPUs."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from cockpit.core.doctor.hang import DEFAULT_HANG_AFTER, ProgressWatch, hang_policy
@@ -49,6 +51,14 @@ def test_an_unknown_profile_is_one_line_and_the_default() -> None:
     policy, problem = job_policy(job("no-such-profile-here"))
     assert policy == hang_policy(None)
     assert problem.startswith("profile no-such-profile-here: ") and "\n" not in problem
+
+
+def test_the_config_s_hang_after_and_profile_dirs_are_what_the_caller_passes(tmp_path: Path) -> None:
+    assert job_policy(job(""), hang_after=90.0)[0].hang_after == 90.0  # no profile: the config's
+    assert job_policy(job("demo-hang"), hang_after=90.0)[0].hang_after == 60.0  # the profile's wins
+    (tmp_path / "mine.yaml").write_text("entrypoint: x\nhang_after: 2m\n")
+    assert job_policy(job("mine"), profile_dirs=[tmp_path]) == (hang_policy(None, 120.0), "")
+    assert job_policy(job("mine"))[1].startswith("profile mine: no profile named 'mine'")
 
 
 def node(node_id: str, utils: list[float | None], alive: bool = True) -> NodeSnapshot:

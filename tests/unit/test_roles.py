@@ -127,3 +127,16 @@ def test_no_role_table_is_the_built_ins_without_a_word(
 ) -> None:
     monkeypatch.setenv("COCKPIT_ROLES", str(tmp_path / "absent.yaml"))
     assert load_role_rules() == (DEFAULT_RULES, None)
+
+
+def test_the_config_s_roles_come_from_the_caller_and_the_table_wins_over_them(tmp_path: Path) -> None:
+    table = tmp_path / "roles.yaml"
+    table.write_text("Mine: reward\n")
+    configured = {"Mine": "rollout", "Theirs": "critic"}
+    rules, problem = load_role_rules(table, configured=configured)
+    assert problem is None and rules.role("Mine") == "reward" and rules.role("Theirs") == "critic"
+    rules, problem = load_role_rules(tmp_path / "absent.yaml", configured=configured)
+    assert problem is None and rules.role("Mine") == "rollout"
+    table.write_text("- not a mapping\n")
+    rules, problem = load_role_rules(table, configured=configured)
+    assert problem is not None and rules.role("Theirs") == "critic"  # a broken table leaves the config's

@@ -4,8 +4,9 @@ The frameworks name their workers after what they do. A built-in table maps the 
 NeMo RL, RLinf, OpenRLHF, RLlib and the demo to a role; after it come patterns on the class name, then on
 the actor's name (verl's colocated `WorkerDict` says nothing in its class, and the user's own names often
 do). `role_rules(extra)` adds the user's own {class-or-glob: role} mappings, which win over the built-ins;
-`load_role_rules()` reads them from `roles.yaml` in the user's config directory. An actor no rule
-matches has no role (None): the UI shows its class instead.
+`load_role_rules(configured=...)` adds the config's `roles:` (passed by the caller) and `roles.yaml` of the
+user's config directory over them (`config.role_table` reads and checks it). An actor no rule matches has
+no role (None): the UI shows its class instead.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cockpit.core.config.settings import MAX_KEY as MAX_KEY
-from cockpit.core.config.settings import MAX_ROLE as MAX_ROLE
+from cockpit.core.config.role_table import MAX_KEY as MAX_KEY
+from cockpit.core.config.role_table import MAX_ROLE as MAX_ROLE
 
 ROLES = (
     "hybrid",
@@ -194,46 +195,27 @@ def user_roles_path() -> Path:
     return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "ray-cockpit" / "roles.yaml"
 
 
-def load_role_rules(path: Path | None = None) -> tuple[RoleRules, str | None]:
-    """The built-in rules plus the config's `roles:` and the user's mappings from PATH (default
-    `user_roles_path()`, they win over the config's): a YAML
-    mapping of exact class name or glob to role, e.g. `MyRolloutEngine: rollout` or `"*Judge*": reward`.
+def load_role_rules(
+    path: Path | None = None, configured: Mapping[str, str] | None = None
+) -> tuple[RoleRules, str | None]:
+    """The built-in rules plus CONFIGURED (the config's `roles:`, which the caller passes) and the user's
+    mappings from PATH (default `user_roles_path()`; they win over the config's): a YAML mapping of exact
+    class name or glob to role, e.g. `MyRolloutEngine: rollout` or `"*Judge*": reward`.
 
-    Never raises: no file gives the built-ins; a file that cannot be used gives the built-ins and one
-    line "FILE:LINE: why" to show (a role table is a convenience, never a reason not to start).
+    Never raises: no file gives the built-ins (and CONFIGURED); a file that cannot be used gives those
+    and one line "FILE:LINE: why" to show (a role table is a convenience, never a reason not to start).
     """
-    from cockpit.core.config.settings import settings
-    from cockpit.core.config.yaml_file import ProfileError, read_yaml
+    from cockpit.core.config.role_table import RolesError, read_role_table
 
-    configured = settings().roles  # `roles:` in config.yaml; the role table's own entries win over them
+    configured = dict(configured or {})
     base = role_rules(configured) if configured else DEFAULT_RULES
     path = path or user_roles_path()
     if not path.exists():
         return base, None
     try:
-        node, value = read_yaml(path)
-    except ProfileError as exc:
+        table = read_role_table(path)
+    except RolesError as exc:
         return base, f"{str(exc).rstrip('.')} (role table ignored: built-in roles used)"
-    if value is None:
+    if not table.roles:
         return base, None
-    if not isinstance(value, Mapping):
-        return _ignored(path, 1, "expected a mapping of class name or glob to role")
-    lines = {
-        str(key.value): key.start_mark.line + 1
-        for key, _ in (node.value if node is not None and isinstance(node.value, list) else [])
-        if hasattr(key, "value") and hasattr(key, "start_mark")
-    }
-    extra: dict[str, str] = {}
-    for key, role in value.items():
-        line = lines.get(str(key), 1)
-        if not isinstance(key, str) or not key.strip() or len(key) > MAX_KEY:
-            return _ignored(path, line, f"a class name or glob of 1 to {MAX_KEY} characters is needed")
-        if not isinstance(role, str) or not role.strip() or len(role) > MAX_ROLE or not role.isprintable():
-            why = f"the role of {key!r} must be a word of 1 to {MAX_ROLE} characters (e.g. rollout, policy)"
-            return _ignored(path, line, why)
-        extra[key.strip()] = role.strip().lower()
-    return role_rules({**configured, **extra}), None
-
-
-def _ignored(path: Path, line: int, why: str) -> tuple[RoleRules, str]:
-    return DEFAULT_RULES, f"{path}:{line}: {why} (role table ignored: built-in roles used)"
+    return role_rules({**configured, **table.roles}), None

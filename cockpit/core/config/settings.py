@@ -2,25 +2,31 @@
 
 The file is `$XDG_CONFIG_HOME/ray-cockpit/config.yaml` (else `~/.config/ray-cockpit/config.yaml`;
 `COCKPIT_CONFIG` names another). YAML, like profiles, layouts and the role table: one format for
-everything a user writes, read by the same guarded loader (`profile_file.read_yaml`), which gives the line
+everything a user writes, read by the same guarded loader (`yaml_file.read_yaml`), which gives the line
 of every key (Python's `tomllib` reports no positions for a value that parses but is wrong).
 
-Every field is in `FIELDS` with its default, its variable and what it does; `cockpit config show` prints
-the effective value of each and where it came from (`default`, `FILE:LINE`, `env COCKPIT_X`). A problem is
-one line naming file, line and key; the key it is about keeps its default and the rest of the file still
-counts (a file that is not YAML at all counts for nothing). A configuration is never a reason not to
-start.
+Every setting is a `Key` of `FIELDS` (`config.schema`) with its type, default, variable and what it does;
+`CONFIG` arranges them as the file does (`refresh.actors` is `actors:` under `refresh:`), and gives the
+checks and the JSON Schema (`cockpit config schema config`). `cockpit config show` prints the effective
+value of each and where it came from (`default`, `FILE:LINE`, `env COCKPIT_X`). A problem is one line
+naming file, line and key; the key it is about keeps its default and the rest of the file still counts (a
+file that is not YAML at all counts for nothing). A configuration is never a reason not to start.
+
+`load` reads it; nothing in the core reads it by itself: the command line and the app load it once and
+pass what the core needs (profile directories, the hang default, role additions) down as arguments.
 """
 
 from __future__ import annotations
 
-import functools
 import os
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from cockpit.core.config.role_table import ROLE_TABLE
+from cockpit.core.config.schema import Duration, Invalid, Items, Key, Number, Record, Spot, Table, Text, Whole
+from cockpit.core.config.yaml_file import ConfigFileError, read_yaml
 
 CONFIG_ENV = "COCKPIT_CONFIG"
 
@@ -53,179 +59,176 @@ THEMES: Mapping[str, str] = {
 }
 """The `theme` names accepted and the Textual theme each stands for (`dark` and `light` are ours)."""
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-_KEY = re.compile(r"[^\s,]+(,[^\s,]+)*")
+NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
+_KEY = r"[^\s,]+(,[^\s,]+)*"
 
 
-class Invalid(ValueError):
-    """A value a field does not take; the message says what it takes."""
+class ConfigError(ConfigFileError):
+    """A `config.yaml` that cannot be read at all (each of its problems is a line in `Config.problems`)."""
 
-
-def _text(value: object) -> str:
-    if not isinstance(value, str):
-        raise Invalid("must be a string")
-    return value.strip()
-
-
-def _name(value: object) -> str:
-    text = _text(value)
-    if not _NAME.fullmatch(text):
-        raise Invalid("must be a name of letters, digits, '-', '_' and '.'")
-    return text
-
-
-def _port(value: object) -> int:
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
-        raise Invalid("must be a port number from 1 to 65535")
-    return value
-
-
-def _seconds(value: object) -> float:
-    try:
-        seconds = float(value) if isinstance(value, (int, float, str)) and not isinstance(value, bool) else -1
-    except ValueError:
-        seconds = -1
-    if not 0.5 <= seconds <= 3600:
-        raise Invalid("must be a number of seconds from 0.5 to 3600")
-    return seconds
-
-
-def _duration(value: object) -> float:
-    from cockpit.core.units import parse_duration
-
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        value = str(value)
-    try:
-        return parse_duration(_text(value))
-    except ValueError as exc:
-        raise Invalid(str(exc).rstrip(".")) from None
-
-
-def _theme(value: object) -> str:
-    text = _text(value)
-    if text not in THEMES:
-        raise Invalid(f"must be one of {', '.join(THEMES)}")
-    return text
-
-
-MAX_ROLE = 40
-"""The longest role name (the role table's too)."""
-MAX_KEY = 200
-"""The longest class name or glob of a role mapping."""
-
-
-def _roles(value: object) -> dict[str, str]:
-    if not isinstance(value, Mapping):
-        raise Invalid("must be a mapping of class name or glob to role (e.g. MyRolloutEngine: rollout)")
-    roles: dict[str, str] = {}
-    for key, role in value.items():
-        if not isinstance(key, str) or not key.strip() or len(key) > MAX_KEY:
-            raise Invalid(f"a class name or glob of 1 to {MAX_KEY} characters is needed")
-        if not isinstance(role, str) or not role.strip() or len(role) > MAX_ROLE or not role.isprintable():
-            raise Invalid(f"the role of {key!r} must be a word of 1 to {MAX_ROLE} characters")
-        roles[key.strip()] = role.strip().lower()
-    return roles
-
-
-def _paths(value: object) -> tuple[str, ...]:
-    if isinstance(value, str):
-        value = [part for part in value.split(os.pathsep) if part]
-    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
-        raise Invalid("must be a list of directories")
-    return tuple(v.strip() for v in value)
-
-
-def _keys(value: object) -> dict[str, str]:
-    if not isinstance(value, Mapping):
-        raise Invalid(
-            "must be a mapping of binding id to key (e.g. app.help: f1); `cockpit config keys` lists them"
-        )
-    keys: dict[str, str] = {}
-    for binding, key in value.items():
-        if not isinstance(binding, str) or not _NAME.fullmatch(binding):
-            raise Invalid(f"{binding!r} is not a binding id (e.g. jobs.stop)")
-        if isinstance(key, int) and not isinstance(key, bool):
-            key = str(key)
-        if not isinstance(key, str) or not _KEY.fullmatch(key.strip()):
-            raise Invalid(
-                f"the key of {binding} must be key names joined by commas (e.g. 'x' or 'f2,ctrl+s')"
-            )
-        keys[binding] = key.strip()
-    return keys
+    noun = "the config file"
 
 
 @dataclass(frozen=True)
-class Field:
-    name: str
-    """Dotted for a nested key: `refresh.actors` is `actors:` under `refresh:`."""
-    default: Any
-    read: Callable[[object], Any]
-    doc: str
-    env: str | None = None
+class Directories(Items):
+    """A list of directories; from the environment, one string split on `os.pathsep` (like PATH)."""
+
+    def takes(self, value: Any) -> bool:
+        return isinstance(value, (list, str))
+
+    def check(self, value: Any, spot: Spot) -> tuple[Any, ...]:
+        if isinstance(value, str):
+            value = [part for part in value.split(os.pathsep) if part]
+        return super().check(value, spot)
 
 
-FIELDS: tuple[Field, ...] = (
-    Field("target", "", _text, "the TARGET of `cockpit connect` when none is given", "COCKPIT_TARGET"),
-    Field(
-        "ssh_config", "", _text, "OpenSSH client config (like ssh -F); empty: ssh's own", "COCKPIT_SSH_CONFIG"
+_SECONDS = Number(0.5, 3600, digits=True, says="must be a number of seconds from 0.5 to 3600")
+FIELDS: tuple[Key, ...] = (
+    Key(
+        "target",
+        Text(strip=True),
+        "the TARGET of `cockpit connect` when none is given",
+        default="",
+        env="COCKPIT_TARGET",
     ),
-    Field("dashboard_port", 8265, _port, "the dashboard's port on the head", "COCKPIT_DASHBOARD_PORT"),
-    Field(
+    Key(
+        "ssh_config",
+        Text(strip=True),
+        "OpenSSH client config (like ssh -F); empty: ssh's own",
+        default="",
+        env="COCKPIT_SSH_CONFIG",
+    ),
+    Key(
+        "dashboard_port",
+        Whole(1, 65535, digits=True, says="must be a port number from 1 to 65535"),
+        "the dashboard's port on the head",
+        default=8265,
+        env="COCKPIT_DASHBOARD_PORT",
+    ),
+    Key(
         "refresh.nodes",
-        5.0,
-        _seconds,
+        _SECONDS,
         "seconds between node polls once the cluster has its shape (every 2 s while nodes join)",
-        "COCKPIT_REFRESH_NODES",
+        default=5.0,
+        env="COCKPIT_REFRESH_NODES",
     ),
-    Field(
+    Key(
         "refresh.actors",
-        5.0,
-        _seconds,
+        _SECONDS,
         "seconds between actor lists while the Actors screen is shown",
-        "COCKPIT_REFRESH_ACTORS",
+        default=5.0,
+        env="COCKPIT_REFRESH_ACTORS",
     ),
-    Field(
+    Key(
         "refresh.paused",
-        10.0,
-        _seconds,
+        _SECONDS,
         "seconds between checks for paused workers (half that while the Debugger is shown)",
-        "COCKPIT_REFRESH_PAUSED",
+        default=10.0,
+        env="COCKPIT_REFRESH_PAUSED",
     ),
-    Field(
+    Key(
         "refresh.hang_check",
-        5.0,
-        _seconds,
+        _SECONDS,
         "seconds between the hang detector's looks at the running jobs",
-        "COCKPIT_REFRESH_HANG_CHECK",
+        default=5.0,
+        env="COCKPIT_REFRESH_HANG_CHECK",
     ),
-    Field("theme", "dark", _theme, "dark, light, or a Textual theme (ctrl+p lists them)", "COCKPIT_THEME"),
-    Field(
+    Key(
+        "theme",
+        Text(strip=True, choices=tuple(THEMES), says="must be one of {choices}"),
+        "dark, light, or a Textual theme (ctrl+p lists them)",
+        default="dark",
+        env="COCKPIT_THEME",
+    ),
+    Key(
         "layout",
-        "default",
-        _name,
+        Text(strip=True, pattern=NAME, says="must be a name of letters, digits, '-', '_' and '.'"),
         "the layout of the cockpit screen (key 0): layouts/NAME.yaml",
-        "COCKPIT_LAYOUT",
+        default="default",
+        env="COCKPIT_LAYOUT",
     ),
-    Field(
+    Key(
         "hang_after",
-        600.0,
-        _duration,
+        Duration(),
         "no progress for this long is a hang (90s, 10m, 1h)",
-        "COCKPIT_HANG_AFTER",
+        default=600.0,
+        env="COCKPIT_HANG_AFTER",
     ),
-    Field(
+    Key(
         "profile_dirs",
-        (),
-        _paths,
+        Directories(Text(strip=True, min_length=1), says="must be a list of directories"),
         "more directories of profiles, searched after ./profiles and the config dir's",
-        "COCKPIT_PROFILE_DIRS",
+        default=(),
+        env="COCKPIT_PROFILE_DIRS",
     ),
-    Field("roles", {}, _roles, "role-table additions: class name or glob -> role (win over roles.yaml)"),
-    Field("keys", {}, _keys, "key map: binding id -> key(s) (`cockpit config keys` lists the ids)"),
+    Key(
+        "roles",
+        ROLE_TABLE,
+        "role-table additions: class name or glob -> role (win over roles.yaml)",
+        default={},
+    ),
+    Key(
+        "keys",
+        Table(
+            Text(
+                scalars=True,
+                strip=True,
+                pattern=_KEY,
+                says="must be key names joined by commas (e.g. 'x' or 'f2,ctrl+s')",
+            ),
+            key=Text(pattern=NAME, says="{value} is not a binding id (e.g. jobs.stop)"),
+            shape="binding id: key, e.g. app.help: f1; `cockpit config keys` lists them",
+        ),
+        "key map: binding id -> key(s) (`cockpit config keys` lists the ids)",
+        default={},
+    ),
 )
+"""Every setting, by its dotted name (`refresh.actors`), in the order `cockpit config show` prints them."""
 BY_NAME = {f.name: f for f in FIELDS}
+
+
+GROUP_DOCS = {"refresh": "how often the cockpit looks again, in seconds"}
+
+
+def _arranged(fields: tuple[Key, ...]) -> Record:
+    """FIELDS as the file holds them: a dotted name is a key of a nested record."""
+    top: list[Key] = []
+    groups: dict[str, list[Key]] = {}
+    for spec in fields:
+        group, _, name = spec.name.rpartition(".")
+        if not group:
+            top.append(spec)
+            continue
+        if group not in groups:
+            groups[group] = []
+            top.append(Key(group, Record(()), ""))  # a placeholder, filled below
+        groups[group].append(Key(name, spec.type, spec.doc, default=spec.default, env=spec.env))
+    unknown = "not a setting (ignored; settings: " + ", ".join(f.name for f in fields) + ")"
+    return Record(
+        tuple(
+            Key(
+                key.name,
+                Record(
+                    tuple(groups[key.name]),
+                    shape=", ".join(k.name for k in groups[key.name]),
+                    unknown=unknown,
+                    nulls=False,
+                ),
+                GROUP_DOCS.get(key.name, ""),
+            )
+            if key.name in groups
+            else key
+            for key in top
+        ),
+        doc="The ray-cockpit configuration file (config.yaml); `cockpit config show` prints it in effect.",
+        says="expected a mapping of settings, not {kind}",
+        unknown=unknown,
+        nulls=False,
+    )
+
+
+CONFIG = _arranged(FIELDS)
+"""The file's form: the checks `load` makes and the config JSON Schema come from it."""
 
 
 def config_dir() -> Path:
@@ -235,6 +238,16 @@ def config_dir() -> Path:
 def config_path() -> Path:
     chosen = os.environ.get(CONFIG_ENV)
     return Path(chosen).expanduser() if chosen else config_dir() / "config.yaml"
+
+
+@dataclass(frozen=True)
+class Refresh:
+    """The cadences under `refresh:`, in seconds."""
+
+    nodes: float = 5.0
+    actors: float = 5.0
+    paused: float = 10.0
+    hang_check: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -267,7 +280,17 @@ class Config:
         return int(self.values["dashboard_port"])
 
     @property
+    def refresh(self) -> Refresh:
+        return Refresh(
+            **{
+                name: float(self.values[f"refresh.{name}"])
+                for name in ("nodes", "actors", "paused", "hang_check")
+            }
+        )
+
+    @property
     def theme(self) -> str:
+        """The Textual theme (`dark` in the file is `textual-dark`)."""
         return THEMES[self.values["theme"]]
 
     @property
@@ -296,6 +319,12 @@ class Config:
         return f"{self.path}:{line}" if line else str(self.path)
 
 
+def defaults(path: Path | None = None) -> Config:
+    """The configuration with every default and no file read (a fixture state, a test)."""
+    values = {f.name: f.default for f in FIELDS}
+    return Config(path=path or config_path(), values=values, origins=dict.fromkeys(values, "default"))
+
+
 def key_lines(node: Any, prefix: str = "") -> dict[str, int]:
     """Dotted key -> 1-based line, for the mappings of a composed YAML node (nested ones too)."""
     import yaml
@@ -312,71 +341,68 @@ def key_lines(node: Any, prefix: str = "") -> dict[str, int]:
     return lines
 
 
-def _flatten(doc: Mapping[Any, Any]) -> dict[str, Any]:
-    """The file's keys as dotted names: a nested mapping is flattened unless its field takes a mapping."""
+def _field_of(key: str) -> Key | None:
+    """The setting a dotted key is (`refresh.actors`) or is inside of (`keys.jobs.stop`)."""
+    return next((f for f in FIELDS if key == f.name or key.startswith(f"{f.name}.")), None)
+
+
+def _problem(path: Path, exc: Invalid) -> str:
+    spec = _field_of(exc.spot.key)
+    if spec is None:  # not a setting, or the mapping of a group (`refresh: 5`)
+        line = exc.line(path).rstrip(".")
+        return line if "(ignored" in line else f"{line} (ignored)"
+    named = exc.spot.key if exc.named else spec.name
+    return f"{path}:{exc.spot.line}: {named}: {exc.message.rstrip('.')} (default {show(spec.default)} used)"
+
+
+def _flatten(checked: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     flat: dict[str, Any] = {}
-    for key, value in doc.items():
-        name = str(key)
-        if isinstance(value, Mapping) and name not in BY_NAME:
-            for sub, sub_value in value.items():
-                flat[f"{name}.{sub}"] = sub_value
-        else:
-            flat[name] = value
+    for name, value in checked.items():
+        dotted = f"{prefix}{name}"
+        if dotted in BY_NAME:
+            flat[dotted] = value
+        elif isinstance(value, Mapping):
+            flat.update(_flatten(value, f"{dotted}."))
     return flat
 
 
 def load(path: Path | None = None, env: Mapping[str, str] | None = None) -> Config:
     """The configuration from PATH (default `config_path()`) and ENV (default `os.environ`); never raises
     for what a user wrote: each problem is a line in `problems` and its field keeps its default."""
-    from cockpit.core.config.yaml_file import ProfileError, read_yaml
-
     path = path or config_path()
     env = os.environ if env is None else env
     values = {f.name: f.default for f in FIELDS}
     origins = dict.fromkeys(values, "default")
     problems: list[str] = []
     lines: dict[str, int] = {}
-    doc: object = None
     if path.exists():
         try:
-            node, doc = read_yaml(path)
-        except ProfileError as exc:
+            node, doc = read_yaml(path, ConfigError)
+        except ConfigError as exc:
             problems.append(f"{str(exc).rstrip('.')} (the whole file ignored: defaults used)")
         else:
             lines = key_lines(node)
-    if doc is not None and not isinstance(doc, Mapping):
-        problems.append(f"{path}:1: expected a mapping of settings (the whole file ignored: defaults used)")
-    elif isinstance(doc, Mapping):
-        for name, raw in _flatten(doc).items():
-            at = f"{path}:{lines.get(name, 1)}"
-            spec = BY_NAME.get(name)
-            if spec is None:
-                known = ", ".join(f.name for f in FIELDS)
-                problems.append(f"{at}: {name}: not a setting (ignored; settings: {known})")
-                continue
+            found: list[Invalid] = []
             try:
-                values[name] = spec.read(raw)
-            except Invalid as exc:
-                problems.append(f"{at}: {name}: {exc} (default {show(spec.default)} used)")
-                continue
-            origins[name] = at
+                checked = CONFIG.check_each({} if doc is None else doc, Spot(node=node), found)
+            except Invalid as exc:  # not a mapping at all
+                problems.append(f"{exc.line(path)} (the whole file ignored: defaults used)")
+                checked = {}
+            problems += [_problem(path, exc) for exc in found]
+            for name, value in _flatten(checked).items():
+                values[name] = value
+                origins[name] = f"{path}:{lines.get(name, 1)}"
     for spec in FIELDS:
         text = env.get(spec.env) if spec.env else None
-        if text is None or spec.env is None:
+        if text is None:
             continue
         try:
-            values[spec.name] = spec.read(text)
+            values[spec.name] = spec.type.check(text, Spot(spec.name))
         except Invalid as exc:
-            problems.append(f"{spec.env}={text!r}: {spec.name}: {exc} (ignored)")
+            problems.append(f"{spec.env}={text!r}: {spec.name}: {exc.message.rstrip('.')} (ignored)")
             continue
         origins[spec.name] = f"env {spec.env}"
     return Config(path=path, values=values, origins=origins, problems=tuple(problems), lines=lines)
-
-
-@functools.lru_cache(maxsize=1)
-def settings() -> Config:
-    """The configuration of this process, read once (the file and `COCKPIT_*` at first use)."""
-    return load()
 
 
 def show(value: Any) -> str:

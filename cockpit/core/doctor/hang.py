@@ -65,18 +65,18 @@ class HangPolicy:
             raise ValueError(f"hang_after must be more than 0 seconds, not {self.hang_after!r}.")
 
 
-def hang_policy(profile: Profile | None, override: float | None = None) -> HangPolicy:
+def hang_policy(
+    profile: Profile | None, override: float | None = None, *, default: float = DEFAULT_HANG_AFTER
+) -> HangPolicy:
     """The policy for a job launched from PROFILE (None: not from a profile): its `progress` regex, and
-    `override` (`--hang-after`), else its `hang_after`, else the config's `hang_after` (default
-    `DEFAULT_HANG_AFTER`)."""
+    `override` (`--hang-after`), else its `hang_after`, else `default` (the config's `hang_after`, which
+    the caller passes)."""
     progress = re.compile(profile.progress) if profile is not None and profile.progress else None
     hang_after = override
     if hang_after is None and profile is not None:
         hang_after = profile.hang_after
     if hang_after is None:
-        from cockpit.core.config.settings import settings
-
-        hang_after = settings().hang_after  # `hang_after` in config, else DEFAULT_HANG_AFTER
+        hang_after = default
     return HangPolicy(hang_after=hang_after, progress=progress)
 
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Awaitable, Callable, Collection, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cockpit.core.doctor.hang import HangPolicy, ProgressWatch, hang_policy
+from cockpit.core.doctor.hang import DEFAULT_HANG_AFTER, HangPolicy, ProgressWatch, hang_policy
 from cockpit.core.errors import CockpitError
 from cockpit.core.snapshots import NA, JobRow, NodeSnapshot
 
@@ -24,9 +25,9 @@ MAX_PARTIAL = 65536
 """A line longer than this without its end is judged by its tail."""
 
 
-def job_profile(job: JobRow) -> tuple[Profile | None, str]:
-    """The profile JOB's metadata names (None when none, or when it cannot be read), and one line saying
-    why it could not be read."""
+def job_profile(job: JobRow, *, profile_dirs: Sequence[Path] = ()) -> tuple[Profile | None, str]:
+    """The profile JOB's metadata names (None when none, or when it cannot be read), looked up with the
+    config's PROFILE_DIRS, and one line saying why it could not be read."""
     from cockpit.core.jobs import profiles
     name = job.metadata.get("cockpit_profile", "")
     if not name:
@@ -34,18 +35,21 @@ def job_profile(job: JobRow) -> tuple[Profile | None, str]:
     if not PROFILE_NAME.fullmatch(name) or name.endswith((".yaml", ".yml")):  # a name, never a path
         return None, f"the job's profile name {name[:60]!r} is not a profile name"
     try:
-        return profiles.load(profiles.find(name)), ""
+        return profiles.load(profiles.find(name, dirs=profile_dirs)), ""
     except (CockpitError, OSError, ValueError) as exc:
         return None, f"profile {name}: {exc}"
 
 
-def job_policy(job: JobRow) -> tuple[HangPolicy, str]:
-    """JOB's hang policy from the profile its metadata names (the default when none), and one line when
-    that profile could not be read (the default is used then)."""
-    profile, problem = job_profile(job)
+def job_policy(
+    job: JobRow, *, profile_dirs: Sequence[Path] = (), hang_after: float = DEFAULT_HANG_AFTER
+) -> tuple[HangPolicy, str]:
+    """JOB's hang policy from the profile its metadata names (HANG_AFTER, the config's, when none says),
+    and one line when that profile could not be read (the default is used then)."""
+    profile, problem = job_profile(job, profile_dirs=profile_dirs)
     if problem:
-        return hang_policy(None), f"{problem} (progress: any line, hang after the default)"
-    return hang_policy(profile), ""
+        why = f"{problem} (progress: any line, hang after the default)"
+        return hang_policy(None, default=hang_after), why
+    return hang_policy(profile, default=hang_after), ""
 
 
 def describe_policy(policy: HangPolicy) -> str:

@@ -1,17 +1,19 @@
 """Provides `load`: one profile file validated into a `Profile`, every key typed and checked.
 
-The file is read by `profile_file.read_yaml` (limits: size, UTF-8, no aliases, no duplicate keys, depth).
-Then each key is checked against what the cockpit and Ray accept; a `${env:NAME}` secret anywhere but a
-`runtime_env.env_vars` value is refused, judged on each reference as the resolver reads it. Errors are one
-line naming the file, the line and the key (`progress:` must compile, `hang_after:` be a duration that
-`units.parse_duration` reads, `metrics:` a format name or a regex with a `step` group, as
-`metrics.parse_format` reads them). Nothing here resolves a variable or touches the cluster.
+The keys are declared once in `PROFILE` (`config.schema`: name, type, required, what it does), which gives
+both the checks and the JSON Schema editors read (`cockpit config schema profile`). The file is read by
+`yaml_file.read_yaml` (limits: size, UTF-8, no aliases, no duplicate keys, depth) and checked against
+`PROFILE`: `progress:` must compile, `hang_after:` be a duration that `units.parse_duration` reads,
+`metrics:` a format name or a regex with a `step` group, as `metrics.parse_format` reads them. Then what a
+schema cannot say: a `${env:NAME}` secret anywhere but a `runtime_env.env_vars` value is refused, judged on
+each reference as the resolver reads it; each override must be KEY=VALUE; a secret file's name must not be
+an env var too. Errors are one `ProfileError` line naming the file, the line and the key. Nothing here
+resolves a variable or touches the cluster.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,33 +21,35 @@ from typing import Any
 
 import yaml
 
-from cockpit.core.config.yaml_file import ProfileError, read_yaml
+from cockpit.core.config import schema
+from cockpit.core.config.schema import (
+    Anything,
+    Duration,
+    Items,
+    Key,
+    Number,
+    OneOf,
+    Record,
+    Table,
+    Text,
+    Whole,
+    regex_problem,
+)
+from cockpit.core.config.yaml_file import ConfigFileError
 from cockpit.core.jobs.errors import OverrideError
 from cockpit.core.jobs.overrides import SECRET_HOME, parse_override, secret_reference
 from cockpit.core.jobs.working_dir import excludes_spec
 from cockpit.core.metrics.lines import parse_format
 from cockpit.core.text import clean
-from cockpit.core.units import parse_duration
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_KEYS = {
-    "name",
-    "description",
-    "entrypoint",
-    "overrides",
-    "working_dir",
-    "runtime_env",
-    "cluster",
-    "entrypoint_resources",
-    "metadata",
-    "tags",
-    "debug",
-    "framework",
-    "secret_files",
-    "progress",
-    "hang_after",
-    "metrics",
-}
+
+class ProfileError(ConfigFileError):
+    """A profile that cannot be used (or rendered); the message (always one line) names file, line and
+    key."""
+
+    noun = "a profile"
+
+
 FRAMEWORKS = ("generic", "demo", "verl", "intuitor", "nemo_rl", "rlinf")
 """Frameworks whose overrides the pre-flight checks understand."""
 RUNTIME_ENV_KEYS = (
@@ -66,6 +70,166 @@ RUNTIME_ENV_KEYS = (
     "_rocprof_sys",
 )
 """Fields Ray 2.60 accepts in a runtime_env (anything else fails the job at start)."""
+ENV_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+
+
+def _ray_pattern(text: str) -> str | None:
+    try:
+        excludes_spec([text])
+    except ValueError:
+        return f"is not a pattern Ray reads: {text!r}."
+    return None
+
+
+def _absolute(text: str) -> str | None:
+    where = os.path.expanduser(text)
+    if not os.path.isabs(where) or "\0" in where:
+        return f"must be an absolute path on the shared filesystem, not {text!r}."
+    return None
+
+
+def _metrics_format(text: str) -> str | None:
+    if not text:
+        return None
+    try:
+        parse_format(text)
+    except ValueError as exc:
+        return clean(str(exc))
+    return None
+
+
+_RAY_DOC = "passed to Ray as written (Ray checks it)"
+RUNTIME_ENV = Record(
+    keys=tuple(
+        Key(
+            name,
+            {
+                "excludes": Items(Text(test=_ray_pattern)),
+                "env_vars": Table(Text(scalars=True), shape="NAME: value"),
+                "working_dir": Text(),
+            }.get(name, Anything()),
+            {
+                "excludes": "gitignore-style patterns left out of an uploaded working_dir (.git always is)",
+                "env_vars": "environment variables of the job; the only place a ${env:NAME} secret may be",
+                "working_dir": "the job's working directory as Ray reads it (prefer the profile's own "
+                "working_dir)",
+            }.get(name, _RAY_DOC),
+        )
+        for name in RUNTIME_ENV_KEYS
+    ),
+    shape="env_vars, pip, py_executable, ...",
+    unknown="not a runtime_env field (known: {keys}).",
+)
+ENTRYPOINT = OneOf(
+    (
+        Text(strip=True, min_length=1, says="missing: give a command string or {module: ..., args: [...]}."),
+        Record(
+            keys=(
+                Key(
+                    "module",
+                    Text(strip=True, min_length=1, says="must name a module (python -m MODULE)."),
+                    "the module `${python} -m` runs",
+                    required=True,
+                    missing="missing: give the module to run, or a command string for entrypoint.",
+                ),
+                Key("args", Items(Text(scalars=True)), "its arguments, in order"),
+            ),
+            unknown="unknown key (expected module, args).",
+        ),
+    ),
+    says="must be a command string or {module: ..., args: [...]}, not {kind}.",
+)
+PROFILE = Record(
+    doc="A ray-cockpit job profile: a saved, checked launch of a Ray job (profiles/README.md).",
+    says="a profile is a mapping of keys (name, entrypoint, ...), not {kind}.",
+    unknown="unknown key (expected one of {sorted}).",
+    keys=(
+        Key("name", Text(), "the name `cockpit submit TARGET NAME` finds it by (default: the file's name)"),
+        Key("description", Text(), "one line, shown by `cockpit profiles list` and the launcher"),
+        Key(
+            "framework",
+            Text(choices=FRAMEWORKS, says="unknown framework {value} (known: {choices})."),
+            "whose overrides the pre-flight checks read (default: generic)",
+        ),
+        Key(
+            "entrypoint",
+            ENTRYPOINT,
+            "the command the job runs (through a shell), or {module: pkg.mod, args: [...]} for "
+            "`${python} -m pkg.mod ...`",
+            required=True,
+            missing="missing: give a command string or {module: ..., args: [...]}.",
+        ),
+        Key(
+            "overrides",
+            Items(Text(scalars=True)),
+            "Hydra-style KEY=VALUE items appended to the entrypoint exactly as written",
+        ),
+        Key(
+            "working_dir",
+            Text(),
+            "a directory here (zipped and uploaded) or on the cluster's shared filesystem (the job runs "
+            "there)",
+        ),
+        Key("runtime_env", RUNTIME_ENV, "Ray's runtime_env: env_vars, pip, uv, py_executable, excludes, ..."),
+        Key(
+            "secret_files",
+            Table(
+                Text(test=_absolute),
+                key=Text(pattern=ENV_NAME, says="not an environment variable name (letters, digits, _)."),
+                shape="NAME_FILE: /path/to/owner-only/file",
+            ),
+            "env var -> absolute path of an owner-only file on the shared filesystem; the path is sent, "
+            "never the file",
+        ),
+        Key(
+            "cluster",
+            Record(
+                keys=(
+                    Key("nodes", Whole(), "nodes the job expects (default 1)", default=1),
+                    Key("gpus_per_node", Whole(), "GPUs per node the job expects (default 0)", default=0),
+                ),
+                shape="nodes, gpus_per_node",
+                unknown="unknown key (expected nodes, gpus_per_node).",
+            ),
+            "the shape the job expects; ${cluster.nodes} and ${cluster.gpus_per_node} read it",
+        ),
+        Key(
+            "entrypoint_resources",
+            Record(
+                keys=(
+                    Key("num_cpus", Number(), "CPUs reserved for the driver"),
+                    Key("num_gpus", Number(), "GPUs reserved for the driver"),
+                    Key("memory", Number(), "memory reserved for the driver, in bytes"),
+                ),
+                shape="num_cpus, num_gpus, memory",
+                unknown="unknown key (expected num_cpus, num_gpus, memory).",
+            ),
+            "what the driver reserves on its node",
+        ),
+        Key(
+            "debug",
+            Text(choices=("post_mortem",), says="the only value is `post_mortem`."),
+            "post_mortem: the job's workers pause in Ray's debugger on an uncaught error",
+        ),
+        Key(
+            "progress",
+            Text(test=regex_problem),
+            "a regex: only driver-log lines it finds count as progress (default: any line, or GPU activity)",
+        ),
+        Key("hang_after", Duration(), "no progress for this long is a hang: 90s, 10m, 1h30m (default 10m)"),
+        Key(
+            "metrics",
+            Text(test=_metrics_format),
+            "how the driver log prints metrics: a format name (auto, verl, nemo_rl, rlinf, demo, generic) "
+            "or a regex with a (?P<step>...) group (default: the framework's)",
+        ),
+        Key(
+            "metadata", Table(Text(scalars=True), shape="key: string"), "job metadata, shown in the job list"
+        ),
+        Key("tags", Items(Text(scalars=True)), "words `cockpit profiles list` and the launcher show"),
+    ),
+)
+"""What a profile file holds: the checks `load` makes and the profile JSON Schema come from it."""
 
 
 @dataclass(frozen=True)
@@ -132,170 +296,36 @@ def _item_line(node: yaml.Node | None, key: str, index: int) -> int:
     return _line_of(node, key)
 
 
-class _Checker:
-    """Type checks with errors that name the file, the line and the key."""
-
-    def __init__(self, path: Path, node: yaml.Node | None) -> None:
-        self.path = path
-        self.node = node
-
-    def fail(self, key: str, message: str, line: int | None = None) -> ProfileError:
-        return ProfileError(f"{self.path}:{line or _line_of(self.node, key)}: {key}: {message}")
-
-    def mapping(self, value: Any, key: str, what: str) -> Mapping[str, Any]:
-        if value is None:
-            return {}
-        if not isinstance(value, Mapping):
-            raise self.fail(key, f"must be a mapping ({what}), not {_kind(value)}.")
-        return value
-
-    def string(self, value: Any, key: str) -> str:
-        if value is None:
-            return ""
-        if not isinstance(value, str):
-            raise self.fail(key, f"must be a string, not {_kind(value)}.")
-        return value
-
-    def whole(self, value: Any, key: str, default: int) -> int:
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise self.fail(key, f"must be a whole number, not {value!r}.")
-        return value
-
-    def number(self, value: Any, key: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise self.fail(key, f"must be a number, not {value!r}.")
-        return float(value)
-
-    def pattern(self, value: Any, key: str) -> str:
-        text = self.string(value, key)
-        try:
-            re.compile(text)
-        except re.error as exc:
-            where = "" if exc.pos is None else f" at position {exc.pos}"
-            raise self.fail(key, f"not a regular expression: {clean(exc.msg)}{where}.") from None
-        except (OverflowError, RecursionError) as exc:  # `a{99999999999}`, thousands of nested groups
-            raise self.fail(key, f"not a regular expression Python takes: {exc}.") from None
-        return text
-
-    def metrics_format(self, value: Any, key: str) -> str:
-        """A format name or a regex with a `(?P<step>...)` group and a group per key."""
-        text = self.string(value, key)
-        if text:
-            try:
-                parse_format(text)
-            except ValueError as exc:
-                raise self.fail(key, clean(str(exc))) from None
-        return text
-
-    def duration(self, value: Any, key: str) -> float | None:
-        """Seconds from `10m`, `1h30m`, `90s` or a number of seconds."""
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise self.fail(key, f"must be a duration such as 10m or 90s, not {_kind(value)}.")
-        try:
-            return parse_duration(str(value))
-        except ValueError as exc:
-            raise self.fail(key, str(exc)) from None
-
-    def strings(self, value: Any, key: str) -> tuple[str, ...]:
-        if value is None:
-            return ()
-        if not isinstance(value, list):
-            raise self.fail(key, f"must be a list, not {_kind(value)}.")
-        out = []
-        for index, item in enumerate(value):
-            if isinstance(item, (dict, list)) or item is None:
-                raise self.fail(
-                    key,
-                    f"item {index + 1} must be a string, not {_kind(item)}.",
-                    _item_line(self.node, key, index),
-                )
-            out.append(str(item))
-        return tuple(out)
-
-
-def _kind(value: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "true/false", type(None): "empty"}.get(
-        type(value), type(value).__name__
-    )
-
-
 def load(path: Path) -> Profile:
     """Load and validate one profile file.
 
     Raises:
         ProfileError: "FILE:LINE: key: what is wrong".
     """
-    node, doc = read_yaml(path)
-    if not isinstance(doc, Mapping):
-        raise ProfileError(
-            f"{path}:1: a profile is a mapping of keys (name, entrypoint, ...), not {_kind(doc)}."
-        )
-    check = _Checker(path, node)
+    values, node = schema.load(path, PROFILE, ProfileError)
 
-    unknown = sorted(set(map(str, doc)) - _KEYS)
-    if unknown:
-        raise check.fail(unknown[0], f"unknown key (expected one of {', '.join(sorted(_KEYS))}).")
-    entry = doc.get("entrypoint")
+    def fail(key: str, message: str, line: int | None = None) -> ProfileError:
+        return ProfileError(f"{path}:{line or _line_of(node, key)}: {key}: {message}")
+
+    entry = values["entrypoint"]
     if isinstance(entry, Mapping):
-        module = check.string(entry.get("module"), "entrypoint.module")
-        if not module:
-            raise check.fail("entrypoint", "needs `module:` (or give a command string).")
-        args = check.strings(entry.get("args"), "entrypoint.args")
-        entrypoint = " ".join(["${python}", "-m", module, *args])
-    elif isinstance(entry, str) and entry.strip():
-        entrypoint = entry.strip()
+        entrypoint = " ".join(["${python}", "-m", entry["module"], *entry.get("args", ())])
     else:
-        raise check.fail("entrypoint", "missing: give a command string or {module: ..., args: [...]}.")
-    overrides = check.strings(doc.get("overrides"), "overrides")
-    runtime_env = check.mapping(doc.get("runtime_env"), "runtime_env", "env_vars, pip, py_executable, ...")
-    for key in runtime_env:
-        if key not in RUNTIME_ENV_KEYS:
-            raise check.fail(
-                f"runtime_env.{key}", f"not a runtime_env field (known: {', '.join(RUNTIME_ENV_KEYS)})."
-            )
-    check.strings(runtime_env.get("excludes"), "runtime_env.excludes")
-    for index, pattern in enumerate(runtime_env.get("excludes") or ()):
-        if not isinstance(pattern, str):
-            raise check.fail(
-                "runtime_env.excludes", f"item {index + 1} must be a string, not {_kind(pattern)}."
-            )
-        try:
-            excludes_spec([pattern])
-        except ValueError:
-            raise check.fail(
-                "runtime_env.excludes", f"item {index + 1} is not a pattern Ray reads: {pattern!r}."
-            ) from None
-    env_vars = check.mapping(runtime_env.get("env_vars"), "runtime_env.env_vars", "NAME: value")
-    for name, value in env_vars.items():
-        if isinstance(value, (dict, list)) or value is None:
-            raise check.fail(f"runtime_env.env_vars.{name}", f"must be a string, not {_kind(value)}.")
-    cluster = check.mapping(doc.get("cluster"), "cluster", "nodes, gpus_per_node")
-    for key in cluster:
-        if key not in ("nodes", "gpus_per_node"):
-            raise check.fail(f"cluster.{key}", "unknown key (expected nodes, gpus_per_node).")
-    shape = ClusterShape(
-        nodes=check.whole(cluster.get("nodes"), "cluster.nodes", 1),
-        gpus_per_node=check.whole(cluster.get("gpus_per_node"), "cluster.gpus_per_node", 0),
-    )
-    resources = check.mapping(
-        doc.get("entrypoint_resources"), "entrypoint_resources", "num_cpus, num_gpus, memory"
-    )
-    for key in resources:
-        if key not in ("num_cpus", "num_gpus", "memory"):
-            raise check.fail(
-                f"entrypoint_resources.{key}", "unknown key (expected num_cpus, num_gpus, memory)."
-            )
-    metadata = check.mapping(doc.get("metadata"), "metadata", "key: string")
-    files = check.mapping(doc.get("secret_files"), "secret_files", "NAME_FILE: /path/to/owner-only/file")
+        entrypoint = entry
+    overrides: tuple[str, ...] = values.get("overrides", ())
+    runtime_env: dict[str, Any] = {
+        key: list(value) if isinstance(value, tuple) else value
+        for key, value in values.get("runtime_env", {}).items()
+    }
+    env_vars: Mapping[str, str] = runtime_env.get("env_vars", {})
+    metadata: Mapping[str, str] = values.get("metadata", {})
+    files: Mapping[str, str] = values.get("secret_files", {})
+    working_dir: str = values.get("working_dir", "")
     # A secret anywhere but an env var value would travel in clear: in the job list, `ps` on the head.
     # Judged on every reference as the resolver reads it (`${ env:X}` too), in every value it resolves.
     for key, value, at in (
         ("entrypoint", entrypoint, None),
-        ("working_dir", doc.get("working_dir"), None),
+        ("working_dir", working_dir, None),
         *((f"overrides[{i + 1}]", o, _item_line(node, "overrides", i)) for i, o in enumerate(overrides)),
         *((f"metadata.{k}", v, None) for k, v in metadata.items()),
         *((f"runtime_env.{k}", v, None) for k, v in runtime_env.items() if k != "env_vars"),
@@ -303,7 +333,7 @@ def load(path: Path) -> Profile:
     ):
         reference = next(filter(None, map(secret_reference, _strings_in(value))), None)
         if reference is not None:
-            raise check.fail(
+            raise fail(
                 key,
                 f"{reference}: secrets belong in {SECRET_HOME} only (elsewhere the job list shows them); "
                 "refer to them as $NAME in the command, or use secret_files.",
@@ -313,48 +343,33 @@ def load(path: Path) -> Profile:
         try:
             parse_override(item)
         except OverrideError as exc:
-            raise check.fail("overrides", str(exc), _item_line(node, "overrides", index)) from None
-    secret_files: dict[str, str] = {}
-    for name, value in files.items():
-        key = f"secret_files.{name}"
-        if not isinstance(name, str) or not _ENV_NAME.match(name):
-            raise check.fail(key, "not an environment variable name (letters, digits, _).")
-        where = os.path.expanduser(check.string(value, key))
-        if not os.path.isabs(where) or "\0" in where:
-            raise check.fail(key, f"must be an absolute path on the shared filesystem, not {value!r}.")
+            raise fail("overrides", str(exc), _item_line(node, "overrides", index)) from None
+    for name in files:
         if name in env_vars:
-            raise check.fail(key, f"also set in {SECRET_HOME}: give it once.")
-        secret_files[name] = where
-    framework = check.string(doc.get("framework"), "framework") or "generic"
-    if framework not in FRAMEWORKS:
-        raise check.fail("framework", f"unknown framework {framework!r} (known: {', '.join(FRAMEWORKS)}).")
-    debug = doc.get("debug")
-    if debug not in (None, "post_mortem"):
-        raise check.fail("debug", "the only value is `post_mortem`.")
+            raise fail(f"secret_files.{name}", f"also set in {SECRET_HOME}: give it once.")
+    cluster: Mapping[str, int] = values.get("cluster", {})
     return Profile(
-        name=check.string(doc.get("name"), "name") or path.stem,
+        name=values.get("name") or path.stem,
         path=path,
         entrypoint=entrypoint,
-        description=check.string(doc.get("description"), "description"),
+        description=values.get("description", ""),
         overrides=overrides,
-        working_dir=check.string(doc.get("working_dir"), "working_dir"),
-        runtime_env=dict(runtime_env),
-        cluster=shape,
-        entrypoint_resources={
-            str(k): check.number(v, f"entrypoint_resources.{k}") for k, v in resources.items()
-        },
-        metadata={str(k): str(v) for k, v in metadata.items()},
-        tags=check.strings(doc.get("tags"), "tags"),
-        framework=framework,
-        post_mortem=debug == "post_mortem",
-        secret_files=secret_files,
+        working_dir=working_dir,
+        runtime_env=runtime_env,
+        cluster=ClusterShape(nodes=cluster.get("nodes", 1), gpus_per_node=cluster.get("gpus_per_node", 0)),
+        entrypoint_resources=dict(values.get("entrypoint_resources", {})),
+        metadata=dict(metadata),
+        tags=values.get("tags", ()),
+        framework=values.get("framework") or "generic",
+        post_mortem=values.get("debug") == "post_mortem",
+        secret_files={name: os.path.expanduser(where) for name, where in files.items()},
         shape_lines={
             key: _line_of(node, f"cluster.{key}") for key in ("nodes", "gpus_per_node") if key in cluster
         },
         override_lines=tuple(_item_line(node, "overrides", index) for index in range(len(overrides))),
-        progress=check.pattern(doc.get("progress"), "progress"),
-        hang_after=check.duration(doc.get("hang_after"), "hang_after"),
-        metrics=check.metrics_format(doc.get("metrics"), "metrics"),
+        progress=values.get("progress", ""),
+        hang_after=values.get("hang_after"),
+        metrics=values.get("metrics", ""),
     )
 
 

@@ -20,11 +20,11 @@ import shlex
 import stat
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cockpit.core.config.yaml_file import ProfileError as ProfileError
+from cockpit.core.config.settings import config_dir
 from cockpit.core.config.yaml_file import unsafe_reason
 from cockpit.core.jobs.overrides import (
     SECRET_HOME,
@@ -38,25 +38,23 @@ from cockpit.core.jobs.overrides import (
 )
 from cockpit.core.jobs.profile_load import ClusterShape
 from cockpit.core.jobs.profile_load import Profile as Profile
+from cockpit.core.jobs.profile_load import ProfileError as ProfileError
 from cockpit.core.jobs.profile_load import load as load
 from cockpit.core.jobs.working_dir import ALWAYS_EXCLUDED
 from cockpit.core.text import MASK
 
 
-def search_path(warn: Callable[[str], None] | None = None) -> list[Path]:
-    """Where profiles are found: ./profiles, the user's config dir, the config's `profile_dirs`, then the
-    ones shipped with the cockpit.
+def search_path(warn: Callable[[str], None] | None = None, dirs: Sequence[Path] = ()) -> list[Path]:
+    """Where profiles are found: ./profiles, the user's config dir, DIRS (the config's `profile_dirs`, which
+    the caller passes), then the ones shipped with the cockpit.
 
     `./profiles` and the config dir are skipped (with one line to `warn`) when another user owns them or
     group or others may write them: they would decide what a profile name launches. The shipped ones
     belong to the installation.
     """
-    config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "ray-cockpit" / "profiles"
     shipped = Path(__file__).resolve().parents[3] / "profiles"
     seen: list[Path] = []
-    from cockpit.core.config.settings import settings
-
-    for path in (Path.cwd() / "profiles", config, *settings().profile_dirs, shipped):
+    for path in (Path.cwd() / "profiles", config_dir() / "profiles", *dirs, shipped):
         if not path.is_dir() or path.resolve() in [p.resolve() for p in seen]:
             continue
         reason = None if path.resolve() == shipped else unsafe_reason(path)
@@ -68,7 +66,9 @@ def search_path(warn: Callable[[str], None] | None = None) -> list[Path]:
     return seen
 
 
-def _candidates(warn: Callable[[str], None] | None = None) -> list[tuple[str, Path, Profile | ProfileError]]:
+def _candidates(
+    warn: Callable[[str], None] | None = None, dirs: Sequence[Path] = ()
+) -> list[tuple[str, Path, Profile | ProfileError]]:
     """Every profile file on the search path, loaded, under the name it claims; first claim wins.
 
     The one precedence rule: `search_path()` order, then file name order in a directory. A file that
@@ -78,7 +78,7 @@ def _candidates(warn: Callable[[str], None] | None = None) -> list[tuple[str, Pa
     """
     shipped = Path(__file__).resolve().parents[3] / "profiles"
     claimed: dict[str, tuple[Path, Profile | ProfileError]] = {}
-    for directory in search_path(warn):
+    for directory in search_path(warn, dirs):
         for path in sorted(directory.glob("*.y*ml")):
             reason = None if directory.resolve() == shipped else unsafe_reason(path)
             if reason is not None:
@@ -95,12 +95,15 @@ def _candidates(warn: Callable[[str], None] | None = None) -> list[tuple[str, Pa
     return [(name, path, loaded) for name, (path, loaded) in claimed.items()]
 
 
-def discover(warn: Callable[[str], None] | None = None) -> tuple[list[Profile], list[str]]:
-    """The profiles a name reaches (one per name, by `search_path()` precedence), and one line per file
-    that failed to load; each file or directory skipped as unsafe is one line to `warn`."""
+def discover(
+    warn: Callable[[str], None] | None = None, dirs: Sequence[Path] = ()
+) -> tuple[list[Profile], list[str]]:
+    """The profiles a name reaches (one per name, by `search_path()` precedence, DIRS the config's
+    `profile_dirs`), and one line per file that failed to load; each file or directory skipped as unsafe
+    is one line to `warn`."""
     found: list[Profile] = []
     problems: list[str] = []
-    for _name, _path, loaded in _candidates(warn):
+    for _name, _path, loaded in _candidates(warn, dirs):
         if isinstance(loaded, Profile):
             found.append(loaded)
         else:
@@ -108,9 +111,10 @@ def discover(warn: Callable[[str], None] | None = None) -> tuple[list[Profile], 
     return found, problems
 
 
-def find(name_or_path: str, warn: Callable[[str], None] | None = None) -> Path:
-    """The file of a profile given by name (`demo`, as `discover` sees it) or path (`./my.yaml`, taken
-    as given: you named it). Files skipped by name are one line each to `warn`.
+def find(name_or_path: str, warn: Callable[[str], None] | None = None, dirs: Sequence[Path] = ()) -> Path:
+    """The file of a profile given by name (`demo`, as `discover` sees it with DIRS, the config's
+    `profile_dirs`) or path (`./my.yaml`, taken as given: you named it). Files skipped by name are one line
+    each to `warn`.
 
     Raises:
         ProfileError: no such file or name; or the file that claims the name does not load.
@@ -120,7 +124,7 @@ def find(name_or_path: str, warn: Callable[[str], None] | None = None) -> Path:
         if candidate.is_file():
             return candidate
         raise ProfileError(f"{name_or_path}: no such profile file.")
-    candidates = _candidates(warn)
+    candidates = _candidates(warn, dirs)
     for name, path, loaded in candidates:
         if name == name_or_path:
             if isinstance(loaded, ProfileError):

@@ -25,7 +25,6 @@ from cockpit.core.actors.listing import MAX_LIMIT, ActorList, ActorQuery, list_a
 from cockpit.core.actors.pending import PendingReport, fetch_pending
 from cockpit.core.actors.roles import DEFAULT_RULES, RoleRules
 from cockpit.core.actors.table import ActorIndex
-from cockpit.core.config.settings import settings
 from cockpit.core.errors import CockpitError, is_permanent
 from cockpit.ui.feeds import NOT_RETRYING, start_worker
 from cockpit.ui.state import ActorTable, CockpitState, StateChanged, Topic
@@ -106,7 +105,7 @@ class ActorsFeed:
         self.state = state
         self.dashboard = dashboard
         self.rules = rules
-        self.list_seconds: float = settings()["refresh.actors"]
+        self.list_seconds: float = state.config.refresh.actors
         self._timer: Timer | None = None
         self._fetched: ActorQuery | None = None
         """The server-side part of the query the shown list was fetched with."""

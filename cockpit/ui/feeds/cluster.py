@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 
 from cockpit.core.cluster.dashboard import DashboardClient
 from cockpit.core.cluster.versions import range_warning
-from cockpit.core.config.settings import settings
 from cockpit.core.connect.connection import Connection, ConnectOptions, exposure_warning, open_connection
 from cockpit.core.errors import CockpitError, is_permanent
 from cockpit.core.slurm import queue as slurm
@@ -70,7 +69,7 @@ class ClusterFeed:
         """The one armed poll timer: re-arming replaces it, so polls never multiply."""
         self._slurm_due = 0.0
         """When (monotonic) a `slurm:` target's job is next looked up."""
-        self.steady_seconds: float = settings()["refresh.nodes"]
+        self.steady_seconds: float = state.config.refresh.nodes
         """Node cadence once the cluster has its shape (`refresh.nodes` in config, default 5 s)."""
         self._walltime_warned = False
 

@@ -17,7 +17,6 @@ import functools
 import time
 from typing import TYPE_CHECKING
 
-from cockpit.core.config.settings import settings
 from cockpit.core.doctor.hang import ProgressWatch, hang_policy
 from cockpit.core.doctor.progress import (
     NODES_EVERY,
@@ -95,7 +94,7 @@ class HangFeed(ConnectedFeed):
     def start(self) -> None:
         if self._timer is None:
             self._timer = self.app.set_interval(
-                settings()["refresh.hang_check"], self.tick, name="hang-watch"
+                self.state.config.refresh.hang_check, self.tick, name="hang-watch"
             )
 
     def stop(self) -> None:
@@ -186,7 +185,7 @@ class HangFeed(ConnectedFeed):
             self._nodes_busy = False
 
     def _follow(self, job: JobRow) -> None:
-        policy = hang_policy(None)
+        policy = hang_policy(None, default=self.state.config.hang_after)
         followed = _Followed(job, ProgressWatch(policy, time.monotonic()))
         self._followed[job.key] = followed
         self.state.doctor.watches[job.key] = JobWatch(
@@ -204,7 +203,10 @@ class HangFeed(ConnectedFeed):
         """The job's policy (its profile, read off the UI thread), then its driver log, followed again
         after a break (without counting the line seen before it as progress)."""
         job = followed.job
-        policy, problem = await asyncio.to_thread(job_policy, job)
+        config = self.state.config
+        policy, problem = await asyncio.to_thread(
+            functools.partial(job_policy, profile_dirs=config.profile_dirs, hang_after=config.hang_after), job
+        )
         followed.watch = ProgressWatch(policy, time.monotonic())
         entry = self.state.doctor.watches.get(job.key)
         if entry is not None:

@@ -26,7 +26,8 @@ from cockpit.ui.feeds import ConnectedFeed, start_worker
 from cockpit.ui.state import CockpitState, StateChanged
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Sequence
+    from pathlib import Path
 
     from textual.app import App
     from textual.worker import Worker
@@ -47,9 +48,10 @@ def newest_running(jobs: tuple[JobRow, ...]) -> JobRow | None:
     return max(running, key=lambda j: j.start_time or 0.0, default=None)
 
 
-def job_format(job: JobRow) -> tuple[Format, str]:
-    """How JOB's driver log prints metrics: its profile's `metrics:` or framework, else `auto`."""
-    profile, problem = job_profile(job)
+def job_format(job: JobRow, profile_dirs: Sequence[Path] = ()) -> tuple[Format, str]:
+    """How JOB's driver log prints metrics: its profile's `metrics:` or framework (the profile looked up
+    with the config's PROFILE_DIRS), else `auto`."""
+    profile, problem = job_profile(job, profile_dirs=profile_dirs)
     if profile is None:
         return "auto", problem
     try:
@@ -150,7 +152,7 @@ class MetricsFeed(ConnectedFeed):
     async def _read(self, job: JobRow, compared: bool) -> None:
         """The job's driver log: its history once, then (while the job runs) what is written next."""
         view = self.state.metrics
-        form, problem = await asyncio.to_thread(job_format, job)
+        form, problem = await asyncio.to_thread(job_format, job, self.state.config.profile_dirs)
         store = SeriesStore(max_points=MAX_POINTS, max_keys=MAX_KEYS)
         parser = MetricsParser(form)
         if compared:

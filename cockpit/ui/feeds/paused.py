@@ -14,7 +14,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from cockpit.core.config.settings import settings
 from cockpit.core.debug.paused import group_paused
 from cockpit.core.errors import CockpitError, is_permanent
 from cockpit.ui.feeds import NOT_RETRYING, ConnectedFeed, start_worker
@@ -39,7 +38,7 @@ class PausedFeed(ConnectedFeed):
         self, app: App[int], state: CockpitState, connection: Callable[[], Awaitable[Connection]]
     ) -> None:
         super().__init__(app, state, connection)
-        self.watch_seconds: float = settings()["refresh.paused"]
+        self.watch_seconds: float = state.config.refresh.paused
         """WATCH_SECONDS unless the config's `refresh.paused` says otherwise; half that while shown."""
         self._timer: Timer | None = None
         self._busy = False

@@ -94,7 +94,9 @@ class LaunchScreen(ModalScreen[str | None]):
         super().__init__()
         self.skipped: list[str] = []
         """Profile files and directories left out because other users can write them (one line each)."""
-        self.all_profiles, self.problems = profiles.discover(warn=self.skipped.append)
+        self.all_profiles, self.problems = profiles.discover(
+            warn=self.skipped.append, dirs=host_of(self.app).state.config.profile_dirs
+        )
         self.preselect = preselect
         self.initial_overrides = overrides
         self.force = False
