@@ -13,12 +13,7 @@ from typing import TYPE_CHECKING
 from cockpit.cli.common import EXIT_FAIL, EXIT_OK, add_connect_options, connect_options, err, user_config
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-    from pathlib import Path
-
-    from cockpit.core.cluster.dashboard import DashboardClient
     from cockpit.core.connect.connection import Connection
-    from cockpit.core.doctor.hang import HangPolicy
     from cockpit.core.doctor.stacks import Collector, StacksReport
     from cockpit.core.snapshots import JobRow
 
@@ -175,24 +170,6 @@ def _flags(args: argparse.Namespace) -> tuple[float | None, re.Pattern[str] | No
     return override, progress
 
 
-def _policy_for(args: argparse.Namespace, job: JobRow) -> tuple[HangPolicy, str]:
-    """The watch's policy: the job's profile (its metadata names it), the flags on top; and a line when
-    the profile could not be read."""
-    from cockpit.core.doctor.hang import HangPolicy
-    from cockpit.core.doctor.progress import job_policy
-
-    override, progress = _flags(args)
-    settings = user_config()
-    policy, problem = job_policy(job, profile_dirs=settings.profile_dirs, hang_after=settings.hang_after)
-    return (
-        HangPolicy(
-            hang_after=override if override is not None else policy.hang_after,
-            progress=progress if progress is not None else policy.progress,
-        ),
-        problem,
-    )
-
-
 def watch(args: argparse.Namespace) -> int:
     from cockpit.cli.common import EXIT_HANG
     from cockpit.core.connect.connection import open_connection
@@ -213,21 +190,14 @@ def watch(args: argparse.Namespace) -> int:
 
 
 async def _watch(connection: Connection, args: argparse.Namespace, local: bool) -> int:
+    """The flags and the file checked, then the core's watch (`watch_job`); what it says, printed."""
     import time
     from pathlib import Path
 
     from cockpit.cli.common import EXIT_HANG
-    from cockpit.core.cluster.errors import DashboardError
-    from cockpit.core.doctor.gather import take
-    from cockpit.core.doctor.hang import ProgressWatch
-    from cockpit.core.doctor.progress import (
-        NODES_EVERY,
-        describe_policy,
-        follow_driver,
-        gpu_readings,
-        job_nodes,
-    )
-    from cockpit.core.doctor.selection import SelectionError, select
+    from cockpit.core.actors.roles import load_role_rules
+    from cockpit.core.doctor.progress import describe_policy, watch_policy
+    from cockpit.core.doctor.watch import save_evidence, take_evidence, watch_job
     from cockpit.core.errors import CockpitError
     from cockpit.core.snapshots import match_job
     from cockpit.core.text import clean
@@ -237,9 +207,15 @@ async def _watch(connection: Connection, args: argparse.Namespace, local: bool) 
     job = match_job(await client.jobs(), args.job)
     if job.terminal:
         raise CockpitError(f"job {job.key} has ended ({job.status}): nothing to watch.")
-    policy, problem = _policy_for(args, job)
+    settings = user_config()
+    policy, problem = watch_policy(
+        job, *_flags(args), profile_dirs=settings.profile_dirs, default_hang_after=settings.hang_after
+    )
     if problem:
         err(clean(problem))
+    rules, roles_problem = load_role_rules(configured=settings.roles)
+    if roles_problem:
+        err(clean(roles_problem))
     out = (
         Path(args.out)
         if args.out
@@ -257,58 +233,20 @@ async def _watch(connection: Connection, args: argparse.Namespace, local: bool) 
             f"{duration(policy.hang_after)} without it saves the stacks to {out}"
         )
     )
-    while job.status != "RUNNING":  # the clock starts when the job runs (a queue or a setup is no hang)
-        if job.terminal:
-            return _ended(job)
-        await asyncio.sleep(args.interval)
-        job = await client.job(job.key)
-    progress = ProgressWatch(policy, time.monotonic())
-    follower = asyncio.create_task(follow_driver(_returning(client), job, progress))
-    nodes_at, job_nodes_now = -NODES_EVERY, frozenset[str]()
-    blind_since: float | None = None
-    try:
-        while True:
-            await asyncio.sleep(args.interval)
-            try:
-                now_job = await client.job(job.key)
-                if now_job.terminal:
-                    return _ended(now_job)
-                if time.monotonic() - nodes_at >= NODES_EVERY:
-                    job_nodes_now, nodes_at = await job_nodes(client, now_job), time.monotonic()
-                nodes = await client.nodes()
-            except DashboardError as exc:  # the head or the link away for a while: not the job's silence
-                if blind_since is None:
-                    blind_since = time.monotonic()
-                    err(clean(f"lost the dashboard ({exc}); trying again"))
-                continue
-            now = time.monotonic()
-            if blind_since is not None:
-                progress.excuse(now - blind_since, now)
-                blind_since = None
-                err("the dashboard answers again")
-            progress.feed_gpus(gpu_readings(nodes, job_nodes_now), now)
-            verdict = progress.verdict(now)
-            if verdict.hung:
-                break
-    finally:
-        follower.cancel()
-        await asyncio.gather(follower, return_exceptions=True)
+    end = await watch_job(
+        client, job, policy, rules, interval=args.interval, say=lambda line: err(clean(line))
+    )
+    verdict = end.verdict
+    if verdict is None:
+        return _ended(end.job)
     err(clean(f"hang: {job.key}: {verdict.line}; taking the stacks of the job…"))
     try:
-        selection = await select(client, job=job.key)
-        report = await take(connection, selection, native=args.native, local=local)
-    except SelectionError as exc:
+        report = await take_evidence(connection, job, native=args.native, local=local)
+    except CockpitError as exc:
         raise CockpitError(f"hang: {verdict.line}; no stacks taken ({exc})") from None
-    _save(out, report, f"{job.key}: {verdict.line}")
+    save_evidence(out, report, f"{job.key}: {verdict.line}")
     err(clean(f"hang: {report.processes} stacks in {len(report.groups)} groups saved to {out}"))
     return EXIT_HANG
-
-
-def _returning(client: DashboardClient) -> Callable[[], Awaitable[DashboardClient]]:
-    async def same() -> DashboardClient:
-        return client
-
-    return same
 
 
 def _ended(job: JobRow) -> int:
@@ -325,15 +263,3 @@ def _ended(job: JobRow) -> int:
 
 def _safe_name(key: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in key)[:80] or "job"
-
-
-def _save(out: Path, report: StacksReport, headline: str) -> None:
-    from cockpit.core.doctor.stacks import render_text, report_json
-    from cockpit.core.text import clean
-
-    if out.suffix == ".json":
-        text = json.dumps({"hang": headline, **report_json(report)}, indent=2)
-    else:
-        text = clean(headline) + "\n\n" + render_text(report, full=True, clean=clean) + "\n"
-    with open(out, "x", encoding="utf-8") as handle:
-        handle.write(text)

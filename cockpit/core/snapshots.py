@@ -290,6 +290,31 @@ class JobNotFound(CockpitError):
     """No job, or more than one, answers to the id the user gave."""
 
 
+def running_jobs(jobs: Iterable[JobRow]) -> list[JobRow]:
+    """The jobs running with a driver log (a submission whose driver has a node), newest first: the one
+    rule for "the newest running job" (`newest_running`), which the driver-log pane, the training curves
+    and the hang watch all follow. Ties in start time go by key, so every caller picks the same job."""
+    running = [j for j in jobs if j.status == "RUNNING" and j.submission_id and j.driver_node_id]
+    return sorted(running, key=lambda j: (j.start_time or 0.0, j.key), reverse=True)
+
+
+def newest_running(jobs: Iterable[JobRow]) -> JobRow | None:
+    """The newest running job with a driver log (None when none runs)."""
+    running = running_jobs(jobs)
+    return running[0] if running else None
+
+
+def job_to_show(jobs: Iterable[JobRow]) -> JobRow | None:
+    """The job a log or curves view shows when the user chose none: the newest running one, else the
+    newest job with a driver log (an ended job's log still reads), else None."""
+    jobs = list(jobs)
+    running = newest_running(jobs)
+    if running is not None:
+        return running
+    with_log = [j for j in jobs if j.submission_id and j.driver_node_id]
+    return max(with_log, key=lambda j: (j.start_time or 0.0, j.key), default=None)
+
+
 def match_job(jobs: Iterable[JobRow], wanted: str) -> JobRow:
     """The job WANTED names: a submission id or Ray job id exactly, else the one key it begins.
 

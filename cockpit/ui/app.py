@@ -32,6 +32,7 @@ from cockpit.core.targets import Target
 from cockpit.ui.commands import CockpitCommands
 from cockpit.ui.feeds.actors import ActorsFeed
 from cockpit.ui.feeds.cluster import ClusterFeed
+from cockpit.ui.feeds.driver_logs import DriverLogs
 from cockpit.ui.feeds.gpus import GpuFeed
 from cockpit.ui.feeds.hang import HangFeed
 from cockpit.ui.feeds.high_res import HighResFeed
@@ -159,8 +160,10 @@ class CockpitApp(App[int]):
         self.actors_feed = ActorsFeed(self, self.state, self.cluster_feed.dashboard, rules)
         self.paused_feed = PausedFeed(self, self.state, self.cluster_feed.connection)
         self.stacks_feed = StacksFeed(self, self.state, self.cluster_feed.connection)
-        self.hang_feed = HangFeed(self, self.state, self.cluster_feed.connection)
-        self.metrics_feed = MetricsFeed(self, self.state, self.cluster_feed.connection)
+        self.driver_logs = DriverLogs(self, self.cluster_feed.dashboard)
+        """Each job's driver log, one stream whoever reads it (the hang watch, the curves, the panes)."""
+        self.hang_feed = HangFeed(self, self.state, self.cluster_feed.connection, self.driver_logs)
+        self.metrics_feed = MetricsFeed(self, self.state, self.cluster_feed.connection, self.driver_logs)
         self._signals: dict[int, Any] = {}
         """Handlers replaced while the app runs (SIGHUP, SIGTERM), put back when it ends."""
         self._job_control = {sig: signal.getsignal(sig) for sig in JOB_CONTROL}
@@ -218,6 +221,7 @@ class CockpitApp(App[int]):
         self.stacks_feed.cancel()
         self.hang_feed.stop()
         self.metrics_feed.stop()
+        self.driver_logs.stop()
         await self._leave_held_session()
         for _label, _port, close in self.state.paused.forwards:
             close()

@@ -1,34 +1,30 @@
 """Provides what watching a running job for progress takes, shared by the hang feed and `cockpit watch`:
-the job's profile (its metadata names it) and policy, the GPU readings of the nodes, and the driver log
-followed into a `ProgressWatch`."""
+the job's profile (its metadata names it) and policy, where the job runs (`JobPlace`: its nodes and its
+actors' roles), and the GPU readings of its nodes, as a whole and per role."""
 
 from __future__ import annotations
 
-import asyncio
 import re
-import time
-from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cockpit.core.doctor.hang import DEFAULT_HANG_AFTER, HangPolicy, ProgressWatch, hang_policy
+from cockpit.core.doctor.hang import DEFAULT_HANG_AFTER, HangPolicy, hang_policy
 from cockpit.core.errors import CockpitError
 from cockpit.core.snapshots import NA, JobRow, NodeSnapshot
 
 if TYPE_CHECKING:
+    from cockpit.core.actors.roles import RoleRules
     from cockpit.core.cluster.dashboard import DashboardClient
     from cockpit.core.jobs.profiles import Profile
-
-MAX_CHUNK_LINES = 5000
-"""Lines looked at per chunk of log (a flood is progress whatever its content)."""
-MAX_PARTIAL = 65536
-"""A line longer than this without its end is judged by its tail."""
 
 
 def job_profile(job: JobRow, *, profile_dirs: Sequence[Path] = ()) -> tuple[Profile | None, str]:
     """The profile JOB's metadata names (None when none, or when it cannot be read), looked up with the
     config's PROFILE_DIRS, and one line saying why it could not be read."""
     from cockpit.core.jobs import profiles
+
     name = job.metadata.get("cockpit_profile", "")
     if not name:
         return None, ""
@@ -52,6 +48,26 @@ def job_policy(
     return hang_policy(profile, default=hang_after), ""
 
 
+def watch_policy(
+    job: JobRow,
+    hang_after: float | None = None,
+    progress: re.Pattern[str] | None = None,
+    *,
+    profile_dirs: Sequence[Path] = (),
+    default_hang_after: float = DEFAULT_HANG_AFTER,
+) -> tuple[HangPolicy, str]:
+    """JOB's policy (`job_policy`, with the config's PROFILE_DIRS and DEFAULT_HANG_AFTER) with what the
+    user gave on top (`--hang-after`, `--progress`)."""
+    policy, problem = job_policy(job, profile_dirs=profile_dirs, hang_after=default_hang_after)
+    return (
+        HangPolicy(
+            hang_after=hang_after if hang_after is not None else policy.hang_after,
+            progress=progress if progress is not None else policy.progress,
+        ),
+        problem,
+    )
+
+
 def describe_policy(policy: HangPolicy) -> str:
     if policy.progress is not None:
         return f"lines matching {policy.progress.pattern}"
@@ -61,7 +77,7 @@ def describe_policy(policy: HangPolicy) -> str:
 PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 """What a job's `cockpit_profile` metadata may name: a profile, looked up on the search path."""
 NODES_EVERY = 60.0
-"""How often a watched job's nodes are looked up again (one actor-list request per job)."""
+"""How often where a watched job runs is looked up again (one actor-list request per job)."""
 
 
 def gpu_readings(nodes: Iterable[NodeSnapshot], only: Collection[str]) -> list[float | None]:
@@ -75,48 +91,43 @@ def gpu_readings(nodes: Iterable[NodeSnapshot], only: Collection[str]) -> list[f
     ]
 
 
-async def job_nodes(client: DashboardClient, job: JobRow) -> frozenset[str]:
-    """The nodes the job runs on: its driver's and its alive actors' (one filtered list request)."""
+@dataclass(frozen=True)
+class JobPlace:
+    """Where a job runs: its nodes (its driver's and its alive actors') and the role of each of its actors'
+    processes, by (node id, pid): whose GPUs are the job's, and which role each GPU works for."""
+
+    nodes: frozenset[str] = frozenset()
+    roles: Mapping[tuple[str, int], str] = field(default_factory=dict)
+
+
+async def job_place(client: DashboardClient, job: JobRow, rules: RoleRules) -> JobPlace:
+    """Where JOB runs now (one filtered list of its alive actors); RULES name their roles."""
     listing = await client.actors(filters=[("job_id", "=", job.job_id), ("state", "=", "ALIVE")], limit=1000)
     nodes = {a.node_id for a in listing.rows if a.node_id}
     if job.driver_node_id:
         nodes.add(job.driver_node_id)
-    return frozenset(nodes)
+    roles: dict[tuple[str, int], str] = {}
+    for actor in listing.rows:
+        role = rules.role(actor.class_name, actor.name) if actor.pid is not None else None
+        if role and actor.pid is not None:
+            roles[(actor.node_id, actor.pid)] = role
+    return JobPlace(nodes=frozenset(nodes), roles=roles)
 
 
-async def follow_driver(
-    client_of: Callable[[], Awaitable[DashboardClient]],
-    job: JobRow,
-    watch: ProgressWatch,
-    on_break: Callable[[str], None] | None = None,
-    pause: float = 5.0,
-) -> None:
-    """Feed JOB's driver log, as it is written, into WATCH, until cancelled: its last line first, then
-    each new line. A broken stream is followed again after PAUSE seconds (CLIENT_OF gives the client,
-    perhaps a new one after a reconnect), without its last line: that was seen already, so a reconnect
-    is no progress. ON_BREAK hears why it broke, and "" once lines come again."""
-    from cockpit.core.logs.sources import LogSource
-
-    replay, broken = True, False
-    while True:
-        try:
-            client = await client_of()
-            pending = b""
-            skip = not replay
-            async for chunk in client.stream_log(LogSource.driver(job).params(), lines=1, interval=1.0):
-                if broken and on_break is not None:
-                    on_break("")
-                broken = False
-                lines = (pending + chunk).split(b"\n")
-                pending = lines.pop()[-MAX_PARTIAL:]
-                if skip and lines:
-                    lines, skip = lines[1:], False
-                if lines:
-                    texts = [raw.decode("utf-8", "replace") for raw in lines[-MAX_CHUNK_LINES:]]
-                    watch.feed_lines(texts, time.monotonic())
-        except CockpitError as exc:
-            broken = True
-            if on_break is not None:
-                on_break(str(exc))
-        replay = False
-        await asyncio.sleep(pause)
+def role_readings(nodes: Iterable[NodeSnapshot], place: JobPlace) -> dict[str, list[float | None]]:
+    """Utilization per role on the job's alive nodes: each GPU counts for the roles of the processes on
+    it. Raylets sharing a host share its GPUs and its pids, so a process is looked up by (host IP, pid)."""
+    nodes = tuple(nodes)
+    ip_of = {node.node_id: node.ip for node in nodes}
+    role_at = {(ip_of.get(node_id, node_id), pid): role for (node_id, pid), role in place.roles.items()}
+    by_role: dict[str, list[float | None]] = {}
+    if not role_at:
+        return by_role
+    for node in nodes:
+        if not node.alive or node.node_id not in place.nodes:
+            continue
+        for gpu in node.gpus:
+            roles = {role_at[(node.ip, p.pid)] for p in gpu.processes if (node.ip, p.pid) in role_at}
+            for role in roles:
+                by_role.setdefault(role, []).append(None if gpu.utilization is NA else float(gpu.utilization))
+    return by_role

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing
 from dataclasses import dataclass
+from typing import cast
 
 from cockpit.core.cluster.dashboard import DashboardClient
 from cockpit.core.cluster.errors import DashboardError, LogStalled
@@ -105,20 +107,26 @@ class LastLines:
             self._kept = len(self._buffer)
 
     def _start(self) -> int:
-        buffer, end = self._buffer, len(self._buffer)
-        if self.n <= 0:
-            return end
-        # Start after the (n+1)-th newline from the end, the file's last newline included; a partial
-        # last line is one of the n. Fewer newlines: the start of what is held (a line start, or byte 0).
-        position = end
-        for _ in range(self.n + 1 if buffer.endswith(b"\n") else self.n):
-            position = buffer.rfind(b"\n", 0, position)
-            if position < 0:
-                break
-        return max(position + 1, end - self.limit)
+        return last_lines_start(self._buffer, self.n, self.limit)
 
     def take(self) -> bytes:
         return bytes(self._buffer[self._start() :])
+
+
+def last_lines_start(data: bytes | bytearray, n: int, limit: int = HISTORY_LIMIT) -> int:
+    """Where, in DATA, its last N lines begin, as Ray's `lines=n` counts them (a last line without a
+    newline counts as one), and at most LIMIT bytes from the end (then mid-line)."""
+    end = len(data)
+    if n <= 0:
+        return end
+    # Start after the (n+1)-th newline from the end, the file's last newline included; a partial
+    # last line is one of the n. Fewer newlines: the start of what is held (a line start, or byte 0).
+    position = end
+    for _ in range(n + 1 if data.endswith(b"\n") else n):
+        position = data.rfind(b"\n", 0, position)
+        if position < 0:
+            break
+    return max(position + 1, end - limit)
 
 
 @dataclass(frozen=True)
@@ -263,6 +271,10 @@ class LogTail:
         self.delivered = 0
         """Bytes delivered so far."""
         self.resumes = 0
+        self.dropped = ""
+        """Why the stream dropped, while it is being resumed ("" while it flows)."""
+        self.start_point: int | None = None
+        """Where, in the file, the history ends and new bytes begin (None before the first read)."""
         self._ledger: Ledger | None = None
         """None until the start point is placed (the first read of the file)."""
         self._largest = 0
@@ -293,6 +305,7 @@ class LogTail:
             size += len(chunk)
             self._largest = max(self._largest, size)
         self._ledger = Ledger(offset=size, recent=recent)
+        self.start_point = size
         return last.take()
 
     async def _shorter_than(self, offset: int, failures: int) -> bool:
@@ -327,6 +340,7 @@ class LogTail:
                 if self._ledger is None:
                     if self.lines < 0:
                         self._ledger = Ledger()
+                        self.start_point = 0
                     else:
                         history = await self._history(failures)
                         if history:
@@ -341,6 +355,7 @@ class LogTail:
                     if failures and ledger.caught_up:
                         self.on_event(f"{self.source.label}: stream resumed, no line lost or repeated")
                         failures = 0
+                        self.dropped = ""
                     if data:
                         yield self._deliver(data)
             except FileReplaced:
@@ -356,6 +371,7 @@ class LogTail:
                 delay = self._retry_delay(exc, failures)
                 failures += 1
                 self.resumes += 1
+                self.dropped = str(exc)
                 self.on_event(f"{self.source.label}: stream dropped ({exc}); resuming in {delay:g} s")
                 await asyncio.sleep(delay)
 
@@ -399,3 +415,36 @@ class LogTail:
     async def remainder(self) -> bytes:
         """`rest()` joined (held in memory whole: for a large file, iterate `rest()`)."""
         return b"".join([chunk async for chunk in self.rest()])
+
+
+async def read_span(
+    client: DashboardClient, source: LogSource, start: int, end: int, recent: bytes = b""
+) -> AsyncIterator[bytes]:
+    """The bytes [START, END) of a log file (what a reader missed while it was away), read through the
+    file endpoint from byte 0 like every replay (`Ledger`): RECENT, the bytes just before START as the
+    reader got them, must still be there. A drop is retried a few times, then raised.
+
+    Raises:
+        FileReplaced: the file no longer holds RECENT before START, or ends before END.
+    """
+    ledger = Ledger(offset=start, recent=recent)
+    failures = 0
+    while ledger.offset < end:
+        ledger.replay()
+        deadline = (FILE_READ_FLOOR_S + end // FILE_READ_BYTES_PER_S) << min(failures, 6)
+        try:
+            reading = client.read_log(source.params(), deadline_s=deadline)
+            reading = cast("AsyncGenerator[bytes, None]", reading)  # it is one: closed when left early
+            async with aclosing(reading) as chunks:
+                async for chunk in chunks:
+                    data = ledger.feed(chunk[: max(0, end - ledger.seen)])
+                    if data:
+                        yield data
+                    if ledger.offset >= end:
+                        return  # the rest of the file is not wanted: the request is closed now
+            raise FileReplaced(f"the file ends before offset {end}")
+        except DashboardError as exc:
+            if is_permanent(exc) or failures >= len(RETRY_SECONDS):
+                raise
+            await asyncio.sleep(RETRY_SECONDS[failures])
+            failures += 1

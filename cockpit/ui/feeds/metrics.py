@@ -1,10 +1,11 @@
 """Provides the metrics feed: the training curves of one job, from its driver log, wherever the user is.
 
-The job is the one chosen on the Metrics screen (`j`), else the newest running one. Its driver log is read
-once to its end (the whole history, in chunks; the parser keeps only metric lines and the series are
-bounded), then followed from there with no line lost or repeated (`LogTail.rest`, then `chunks`): one
-log stream on the dashboard while a job runs. A job to compare with (`c`) is read once, and followed
-while it runs.
+The job is the one chosen on the Metrics screen (`j`), else the newest running one (the one rule,
+`cockpit.core.snapshots.newest_running`, that the driver-log pane and the hang watch follow too). A
+running job's driver log comes from the shared driver-log feed: the whole file to where the stream is,
+then each chunk as it comes, with no line lost or repeated, on the one stream of that log whoever else
+reads it. An ended job's log is read once, to its end (the file endpoint: no stream). A job to compare
+with (`c`) is read the same way. The parser keeps only metric lines and the series are bounded.
 
 A key that goes NaN or infinite rings the bell and raises a banner once, and the status bar says so on
 every screen (an RL run that went NaN at step 812 should not run six more hours unnoticed).
@@ -22,7 +23,9 @@ from cockpit.core.errors import CockpitError
 from cockpit.core.logs.sources import LogSource, LogTail
 from cockpit.core.metrics.lines import MetricsParser, format_label, profile_format
 from cockpit.core.metrics.series import SeriesStore
+from cockpit.core.snapshots import job_to_show, newest_running
 from cockpit.ui.feeds import ConnectedFeed, start_worker
+from cockpit.ui.feeds.driver_logs import START
 from cockpit.ui.state import CockpitState, StateChanged
 
 if TYPE_CHECKING:
@@ -35,17 +38,13 @@ if TYPE_CHECKING:
     from cockpit.core.connect.connection import Connection
     from cockpit.core.metrics.lines import Format
     from cockpit.core.snapshots import JobRow
+    from cockpit.ui.feeds.driver_logs import DriverLogs, LogReader
 
 REDRAW_SECONDS = 0.5
 RETRY_SECONDS = 10.0
 MAX_POINTS = 4096
 MAX_KEYS = 512
 """The UI's caps (smaller than the command line's): at most 512 keys x 4,096 points, 32 MiB."""
-
-
-def newest_running(jobs: tuple[JobRow, ...]) -> JobRow | None:
-    running = [j for j in jobs if j.status == "RUNNING" and j.submission_id and j.driver_node_id]
-    return max(running, key=lambda j: j.start_time or 0.0, default=None)
 
 
 def job_format(job: JobRow, profile_dirs: Sequence[Path] = ()) -> tuple[Format, str]:
@@ -62,11 +61,18 @@ def job_format(job: JobRow, profile_dirs: Sequence[Path] = ()) -> tuple[Format, 
 
 class MetricsFeed(ConnectedFeed):
     def __init__(
-        self, app: App[int], state: CockpitState, connection: Callable[[], Awaitable[Connection]]
+        self,
+        app: App[int],
+        state: CockpitState,
+        connection: Callable[[], Awaitable[Connection]],
+        logs: DriverLogs,
     ) -> None:
         super().__init__(app, state, connection)
+        self.logs = logs
         self._worker: Worker[None] | None = None
         self._compare_worker: Worker[None] | None = None
+        self._reader: LogReader | None = None
+        self._compare_reader: LogReader | None = None
         self._drawn = 0.0
         self._announced: set[str] = set()
         self._failed_at: float | None = None
@@ -84,9 +90,7 @@ class MetricsFeed(ConnectedFeed):
         wanted = next((j for j in jobs if j.key == view.chosen), None) if view.chosen else None
         wanted = wanted or newest_running(jobs)
         if wanted is None and view.job is None:
-            wanted = max(
-                (j for j in jobs if j.submission_id), key=lambda j: j.start_time or 0.0, default=None
-            )
+            wanted = job_to_show(jobs)
         if wanted is not None and (view.job is None or wanted.key != view.job.key):
             self.follow(wanted)
             return
@@ -97,27 +101,25 @@ class MetricsFeed(ConnectedFeed):
             if not current.driver_node_id or retry:
                 self.follow(wanted)
                 return
-        # A followed job that ended: its stream is closed (its series stay).
+        # A followed job that ended: it leaves its log's readers (its series stay).
         ended = {j.key for j in jobs if j.terminal}
-        if view.job is not None and view.job.key in ended and view.loaded and self._worker is not None:
-            self._worker.cancel()
-            self._worker = None
+        if view.job is not None and view.job.key in ended and view.loaded and self._reader is not None:
+            self._reader.leave()
+            self._reader = None
         compared = view.compare is not None and view.compare.key in ended
         read = view.compare_store is not None and view.compare_store.version > 0
-        if compared and read and self._compare_worker is not None:
-            self._compare_worker.cancel()
-            self._compare_worker = None
+        if compared and read and self._compare_reader is not None:
+            self._compare_reader.leave()
+            self._compare_reader = None
 
     def follow(self, job: JobRow) -> None:
         view = self.state.metrics
-        if self._worker is not None:
-            self._worker.cancel()
+        self._worker, self._reader = _stopped(self._worker, self._reader)
         view.job, view.store, view.loaded, view.error, view.alarms = job, None, False, "", ()
         view.step_times.clear()
         view.keys = []
         self._announced.clear()
         self._failed_at = None
-        self._worker = None
         if not job.driver_node_id:  # pending: no driver log yet; `watch` reads it once the driver runs
             self.app.post_message(StateChanged("metrics"))
             return
@@ -128,9 +130,7 @@ class MetricsFeed(ConnectedFeed):
 
     def compare(self, job: JobRow | None) -> None:
         view = self.state.metrics
-        if self._compare_worker is not None:
-            self._compare_worker.cancel()
-            self._compare_worker = None
+        self._compare_worker, self._compare_reader = _stopped(self._compare_worker, self._compare_reader)
         view.compare, view.compare_store = job, None
         if job is not None:
             self._compare_worker = start_worker(
@@ -142,15 +142,13 @@ class MetricsFeed(ConnectedFeed):
         self.app.post_message(StateChanged("metrics"))
 
     def stop(self) -> None:
-        for worker in (self._worker, self._compare_worker):
-            if worker is not None:
-                worker.cancel()
-        self._worker = self._compare_worker = None
+        self._worker, self._reader = _stopped(self._worker, self._reader)
+        self._compare_worker, self._compare_reader = _stopped(self._compare_worker, self._compare_reader)
 
     # -- reading -------------------------------------------------------------------------------
 
     async def _read(self, job: JobRow, compared: bool) -> None:
-        """The job's driver log: its history once, then (while the job runs) what is written next."""
+        """The job's driver log: the whole file, then (while the job runs) what is written next."""
         view = self.state.metrics
         form, problem = await asyncio.to_thread(job_format, job, self.state.config.profile_dirs)
         store = SeriesStore(max_points=MAX_POINTS, max_keys=MAX_KEYS)
@@ -160,26 +158,55 @@ class MetricsFeed(ConnectedFeed):
         else:
             view.store, view.form = store, format_label(form)
             view.error = problem
+        if job.terminal:
+            await self._read_ended(job, store, parser, compared)
+            return
+        failing = False
+
+        def took(chunk: bytes, history: bool) -> None:
+            nonlocal failing
+            if failing and not compared:
+                view.error, failing = problem, False  # the stream flows again
+            self._took(store, parser.feed(chunk), compared, history)
+
+        def said(message: str, failed: bool) -> None:
+            nonlocal failing
+            if failed and not compared:
+                view.error, failing = f"{message} (trying again)", True
+                reader = self._reader
+                if reader is not None and reader.left:  # its history could not be read: read it again
+                    self._failed_at = time.monotonic()
+                self._redraw(force=True)
+
+        def caught_up() -> None:
+            if not compared:
+                view.loaded = True
+            self._redraw(force=True)
+
+        reader = self.logs.join(job, took, since=START, said=said, caught_up=caught_up)
+        if compared:
+            self._compare_reader = reader
+        else:
+            self._reader = reader
+
+    async def _read_ended(
+        self, job: JobRow, store: SeriesStore, parser: MetricsParser, compared: bool
+    ) -> None:
+        """An ended job's driver log, read once to its end (no stream)."""
+        view = self.state.metrics
         try:
             connection = await self.connection()
-            # The whole file to its end (`rest`), then what is written next (`chunks`), once each.
-            tail = LogTail(connection.client, LogSource.driver(job), lines=-1, interval=1.0)
+            tail = LogTail(connection.client, LogSource.driver(job), lines=-1)
             async for chunk in tail.rest():
                 self._took(store, parser.feed(chunk), compared, history=True)
             if not compared:
                 view.loaded = True
-            self._redraw(force=True)
-            if job.terminal:
-                self._took(store, parser.flush(), compared, history=True)
-                self._redraw(force=True)
-                return
-            async for chunk in tail.chunks():
-                self._took(store, parser.feed(chunk), compared, history=False)
+            self._took(store, parser.flush(), compared, history=True)
         except CockpitError as exc:
             if not compared:
                 view.error = f"cannot read {job.key}'s driver log: {exc} (trying again)"
                 self._failed_at = time.monotonic()
-            self._redraw(force=True)
+        self._redraw(force=True)
 
     def _took(self, store: SeriesStore, samples: list, compared: bool, history: bool) -> None:  # type: ignore[type-arg]
         if not samples:
@@ -207,3 +234,12 @@ class MetricsFeed(ConnectedFeed):
         if force or now - self._drawn >= REDRAW_SECONDS:
             self._drawn = now
             self.app.post_message(StateChanged("metrics"))
+
+
+def _stopped(worker: Worker[None] | None, reader: LogReader | None) -> tuple[None, None]:
+    """WORKER cancelled and READER gone from its log's readers."""
+    if worker is not None:
+        worker.cancel()
+    if reader is not None:
+        reader.leave()
+    return None, None

@@ -3,13 +3,13 @@
 Each pane is the widget of its own screen (join progress, node table, GPU heatmap or list, jobs strip,
 log view, paused-worker table, metric chart) drawn from the same state; `tab` moves between panes and
 Enter opens the pane's own screen. The screen needs what its panes need (the union), so the feeds fetch
-for every pane shown. The driver-log pane follows the newest running job's driver log with one stream,
-open only while the screen is shown.
+for every pane shown. The driver-log pane follows the newest running job's driver log (the job the
+training curves and the hang watch follow: `cockpit.core.snapshots.job_to_show`), read from the shared
+driver-log feed (one stream per job, whoever reads it) while the screen is shown.
 """
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,11 +19,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
-from textual.worker import Worker
 
-from cockpit.core.errors import CockpitError
-from cockpit.core.logs.sources import LogSource, LogTail
-from cockpit.core.snapshots import JobRow
+from cockpit.core.snapshots import JobRow, job_to_show
+from cockpit.ui.feeds.driver_logs import LogPosition, LogReader, driver_logs_of
 from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.screens.debugger import COLUMNS as PAUSED_COLUMNS
 from cockpit.ui.screens.debugger import paused_rows
@@ -57,15 +55,9 @@ class PaneKind:
     """As tall as its content (a row of such panes is too), instead of sharing the height."""
 
 
-def newest_running(state: CockpitState) -> JobRow | None:
-    """The job the driver-log pane follows: the newest running one with a driver, else the newest with one."""
-    snapshot = state.snapshot
-    if snapshot is None:
-        return None
-    with_driver = [j for j in snapshot.jobs if j.driver_node_id]
-    running = [j for j in with_driver if not j.terminal]
-    candidates = sorted(running or with_driver, key=lambda j: j.start_time or 0.0, reverse=True)
-    return candidates[0] if candidates else None
+def followed_job(state: CockpitState) -> JobRow | None:
+    """The job the driver-log pane follows: the newest running one, else the newest with a driver log."""
+    return job_to_show(state.snapshot.jobs) if state.snapshot is not None else None
 
 
 def _show_join(panel: JoinPanel, state: CockpitState) -> None:
@@ -232,9 +224,10 @@ class CockpitLayoutScreen(CockpitScreen):
         super().__init__()
         self.job: JobRow | None = None
         """The job whose driver log the driver-log pane follows."""
-        self.stream: Worker[None] | None = None
-        self.tail: LogTail | None = None
-        """Its tail: shown again, the screen goes on where it stopped (no line lost or repeated)."""
+        self.reader: LogReader | None = None
+        """The pane among the readers of that log, while the screen is shown."""
+        self.position: LogPosition | None = None
+        """Where the pane's lines end: shown again, it goes on from there (no line lost or repeated)."""
 
     @property
     def boxes(self) -> list[PaneBox]:
@@ -281,47 +274,39 @@ class CockpitLayoutScreen(CockpitScreen):
         self._stop()
 
     def _stop(self) -> None:
-        if self.stream is not None:
-            self.stream.cancel()
-            self.stream = None
+        if self.reader is not None:
+            self.position = self.reader.position or self.position
+            self.reader.leave()
+            self.reader = None
 
     def _follow_newest(self) -> None:
         boxes = [box for box in self.boxes if box.pane == "driver_log"]
         if not boxes:
             return
         box = boxes[0]
-        job = newest_running(self.state)
+        job = followed_job(self.state)
         if job is None:
             box.border_subtitle = "no job with a driver log yet"
             return
         box.border_subtitle = clean(f"{job.key} · {job.status.lower()}")
-        changed = self.job is None or job.key != self.job.key
-        if changed:
-            self._stop()
-            view = box.widget
-            if isinstance(view, LogView):
-                view.clear()
-            self.job = job
-            self.tail = None
-        running = self.stream is not None and not self.stream.is_finished
-        if self.is_current and not running and not getattr(self.app, "offline", False):
-            self.stream = self.run_worker(
-                functools.partial(self._stream, job, box.widget),
-                group="cockpit-driver-log",
-                exit_on_error=False,
-                description=f"Following the driver log of {job.key}",
-            )
-
-    async def _stream(self, job: JobRow, view: Widget) -> None:
+        view = box.widget
         assert isinstance(view, LogView)
-        source = LogSource.driver(job)
-        try:
-            client = await self.host.dashboard()
-            if self.tail is None:
-                self.tail = LogTail(client, source, lines=LOG_LINES)
-            tail = self.tail
-            tail.client = client  # a reconnect may have opened a new connection
-            async for chunk in tail.chunks():
-                view.append(source.label, chunk)
-        except CockpitError as exc:
-            view.append(source.label, f"cockpit: {clean(str(exc))}\n")
+        if self.job is None or job.key != self.job.key:
+            self._stop()
+            view.clear()
+            self.job, self.position = job, None
+        if self.reader is not None and self.reader.left:  # it could not read what it missed: again
+            self._stop()
+        if self.is_current and self.reader is None and not getattr(self.app, "offline", False):
+            label = "driver"
+
+            def took(chunk: bytes, _history: bool) -> None:
+                view.append(label, chunk)
+
+            def said(message: str, failed: bool) -> None:
+                if failed:
+                    view.append(label, f"cockpit: {clean(message)}\n")
+
+            self.reader = driver_logs_of(self.app).join(
+                job, took, lines=LOG_LINES, since=self.position, said=said
+            )

@@ -1,8 +1,10 @@
 """Provides the Logs screen (key 5): live driver, actor and node logs, merged, searchable, filterable.
 
-Each source is one `LogTail` (one dashboard stream) fed into the Line-API `LogView`. Streams are open
-only while the screen is shown (they count against the dashboard's limit of concurrent requests) and
-continue where they stopped when it is shown again. At most `MAX_STREAMS` sources at once.
+Each source is one dashboard stream fed into the Line-API `LogView`: a job's driver log is read from the
+shared driver-log feed (the one stream of that log, which the hang watch, the curves and the cockpit
+screen's pane read too), any other log through a `LogTail` of its own. Streams are read only while the
+screen is shown (they count against the dashboard's limit of concurrent requests) and continue where
+they stopped when it is shown again. At most `MAX_STREAMS` sources at once.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from textual.worker import Worker
 
 from cockpit.core.errors import CockpitError
 from cockpit.core.logs.sources import LocalFileTail, LogSource, LogTail
-from cockpit.core.snapshots import ActorRow, JobRow, LogIndex, NodeSnapshot
+from cockpit.core.snapshots import ActorRow, JobRow, LogIndex, NodeSnapshot, job_to_show
+from cockpit.ui.feeds.driver_logs import LogPosition, LogReader, driver_logs_of
 from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.screens.picker import PickScreen
 from cockpit.ui.widgets.key_hints import KeyHints, key_of
@@ -147,6 +150,10 @@ class LogsScreen(CockpitScreen):
         """Files of this machine (a Slurm job's output), followed without the dashboard."""
         self.streams: dict[LogSource, Worker[None]] = {}
         """The running stream of each source: never two for one source (its lines would repeat)."""
+        self.readers: dict[LogSource, LogReader] = {}
+        """The screen among the readers of a job's driver log (the shared feed's), while shown."""
+        self.positions: dict[LogSource, LogPosition] = {}
+        """Where each driver log shown ends: shown again, it goes on from there."""
         self.event = ""
         self.input_mode = "search"
 
@@ -182,13 +189,9 @@ class LogsScreen(CockpitScreen):
         self._describe()
 
     def _default_job(self) -> JobRow | None:
+        """The newest running job, else the newest with a driver log: the one the cockpit follows."""
         snapshot = self.state.snapshot
-        if snapshot is None or not snapshot.jobs:
-            return None
-        running = [j for j in snapshot.jobs if not j.terminal and j.driver_node_id]
-        with_driver = [j for j in snapshot.jobs if j.driver_node_id]
-        candidates = running or with_driver
-        return candidates[0] if candidates else None
+        return job_to_show(snapshot.jobs) if snapshot is not None else None
 
     def show_job(self, job: JobRow) -> None:
         """Follow `job`'s driver log alone, from its last lines."""
@@ -204,11 +207,13 @@ class LogsScreen(CockpitScreen):
         self._stop_streams()
         self.tails = {s: t for s, t in self.tails.items() if s in sources}
         self.local_tails = {s: t for s, t in self.local_tails.items() if s in sources}
-        kept = {*self.tails, *self.local_tails}
+        self.positions = {s: p for s, p in self.positions.items() if s in sources}
+        kept = {*self.tails, *self.local_tails, *self.positions}
         if [s for s in sources if s not in kept] or len(sources) < len(self.sources):
             self.view.clear()
             self.tails = {}
             self.local_tails = {}
+            self.positions = {}
         self.sources = sources
         self._start_streams()
         self._describe()
@@ -255,8 +260,18 @@ class LogsScreen(CockpitScreen):
         for worker in self.streams.values():
             worker.cancel()
         self.streams.clear()
+        for source, reader in self.readers.items():
+            position = reader.position
+            if position is not None:
+                self.positions[source] = position
+            reader.leave()
+        self.readers.clear()
 
     def _follow(self, source: LogSource) -> None:
+        job = self.job
+        if job is not None and job.driver_node_id and source == LogSource.driver(job):
+            self._read_driver_log(job, source)
+            return
         running = self.streams.get(source)
         if running is not None and not running.is_finished:
             return
@@ -292,6 +307,24 @@ class LogsScreen(CockpitScreen):
                 self.view.append(source.label, chunk)
         except CockpitError as exc:
             self._on_event(f"{source.label}: {exc}")
+
+    def _read_driver_log(self, job: JobRow, source: LogSource) -> None:
+        """JOB's driver log from the shared feed: its last lines, or on from where it was shown."""
+        reader = self.readers.get(source)
+        if reader is not None and not reader.left:
+            return
+        if reader is not None and reader.position is not None:  # it left: what it missed is read again
+            self.positions[source] = reader.position
+
+        def took(chunk: bytes, _history: bool) -> None:
+            self.view.append(source.label, chunk)
+
+        def said(message: str, _failed: bool) -> None:
+            self._on_event(message)
+
+        self.readers[source] = driver_logs_of(self.app).join(
+            job, took, lines=START_LINES, since=self.positions.get(source), said=said
+        )
 
     def _on_event(self, message: str) -> None:
         self.event = message
