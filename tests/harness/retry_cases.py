@@ -22,7 +22,7 @@ from cockpit.core.cluster.errors import (
     http_error,
     old_log_error,
 )
-from cockpit.core.config.yaml_file import ProfileError
+from cockpit.core.jobs.profile_load import ProfileError
 from cockpit.core.debug.errors import AttachError, DapBusy, DapClosed, DapError, PdbError
 from cockpit.core.doctor.errors import SelectionError, StackParseError
 from cockpit.core.errors import CockpitError
