@@ -26,8 +26,7 @@ from cockpit.core.jobs.profile_load import ProfileError
 from cockpit.core.debug.errors import AttachError, DapBusy, DapClosed, DapError, PdbError
 from cockpit.core.doctor.errors import SelectionError, StackParseError
 from cockpit.core.errors import CockpitError
-from cockpit.core.gpu.agents import AgentFailed
-from cockpit.core.gpu.backend import NoGpuFound
+from cockpit.core.gpu.errors import AgentFailed, NoGpuFound
 from cockpit.core.jobs.errors import LaunchBlocked, OverrideError, UploadError
 from cockpit.core.local.record import LocalClusterError
 from cockpit.core.logs.sources import FileReplaced

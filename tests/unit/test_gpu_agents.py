@@ -15,13 +15,13 @@ import cockpit
 from cockpit.core.connect.programs import LocalProgram
 from cockpit.core.gpu.agents import (
     MODULES,
-    AgentFailed,
     AgentReading,
     agent_program,
     parse_reading,
     start_local_agent,
     stream_readings,
 )
+from cockpit.core.gpu.errors import AgentFailed
 from cockpit.core.snapshots import NA
 from tests.harness.gpus import FAKE_NVML, gpu_present
 

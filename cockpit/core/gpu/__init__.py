@@ -3,7 +3,7 @@
 The vendor libraries are optional extras, imported only when a backend is asked for, and initialised
 once. Every reading a vendor does not give (AMD temperature, a failing NVML call) is NA, never zero.
 
-What ships to GPU nodes as `cockpit gpu-agent` is this module, `backend`, `nvml`, `amd` and `agent`
+What ships to GPU nodes as `cockpit gpu-agent` is this module, `errors`, `backend`, `nvml`, `amd` and `agent`
 (`agents.MODULES` bundles them as source): they import nothing outside them but `cockpit.core.errors` and
 `.snapshots`. The rest stays home: `agents` (starting and reading the agents), `board` (the GPU screen's
 fleet of readings) and `history` (per-GPU history).
@@ -11,7 +11,8 @@ fleet of readings) and `history` (per-GPU history).
 
 from __future__ import annotations
 
-from cockpit.core.gpu.backend import GpuBackend, NoGpuFound
+from cockpit.core.gpu.backend import GpuBackend
+from cockpit.core.gpu.errors import NoGpuFound
 
 __all__ = ["GpuBackend", "NoGpuFound", "detect"]
 

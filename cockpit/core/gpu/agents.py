@@ -23,7 +23,7 @@ from typing import Any
 
 from cockpit.core.cluster.parse import as_int, as_metric, as_str
 from cockpit.core.connect.programs import LocalProgram, NodeProgram, SshProgram
-from cockpit.core.errors import CockpitError
+from cockpit.core.gpu.errors import AgentFailed
 from cockpit.core.snapshots import NA, GpuProcess, GpuSample
 
 MODULES = (
@@ -31,6 +31,7 @@ MODULES = (
     ("cockpit.core", None),
     ("cockpit.core.errors", "core/errors.py"),
     ("cockpit.core.snapshots", "core/snapshots.py"),
+    ("cockpit.core.gpu.errors", "core/gpu/errors.py"),
     ("cockpit.core.gpu.backend", "core/gpu/backend.py"),
     ("cockpit.core.gpu", "core/gpu/__init__.py"),
     ("cockpit.core.gpu.nvml", "core/gpu/nvml.py"),
@@ -121,10 +122,6 @@ def parse_reading(line: str) -> AgentReading | None:
         vendor=as_str(doc.get("vendor")),
         gpus=tuple(gpus),
     )
-
-
-class AgentFailed(CockpitError):
-    """The agent on one node stopped or never started; `str()` is the one line to show."""
 
 
 async def stream_readings(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cockpit.core.gpu.backend import NoGpuFound
+from cockpit.core.gpu.errors import NoGpuFound
 from cockpit.core.snapshots import NA, GpuProcess, GpuSample, Metric
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from cockpit.core.gpu.backend import NoGpuFound
+from cockpit.core.gpu.errors import NoGpuFound
 from cockpit.core.snapshots import NA, GpuProcess, GpuSample, Metric
 
 T = TypeVar("T")

@@ -20,13 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from textual.worker import Worker
 
-from cockpit.core.gpu.agents import (
-    AgentFailed,
-    AgentReading,
-    start_local_agent,
-    start_ssh_agent,
-    stream_readings,
-)
+from cockpit.core.gpu.agents import AgentReading, start_local_agent, start_ssh_agent, stream_readings
+from cockpit.core.gpu.errors import AgentFailed
 from cockpit.core.snapshots import NodeSnapshot
 from cockpit.ui.feeds import start_worker
 from cockpit.ui.state import StateChanged
