@@ -22,12 +22,16 @@ from cockpit.core.cluster.errors import (
     http_error,
     old_log_error,
 )
-from cockpit.core.jobs.profile_load import ProfileError
+from cockpit.core.config.layouts import LayoutError
+from cockpit.core.config.role_table import RolesError
+from cockpit.core.config.settings import ConfigError
+from cockpit.core.config.yaml_file import ConfigFileError
 from cockpit.core.debug.errors import AttachError, DapBusy, DapClosed, DapError, PdbError
 from cockpit.core.doctor.errors import SelectionError, StackParseError
 from cockpit.core.errors import CockpitError
 from cockpit.core.gpu.errors import AgentFailed, NoGpuFound
 from cockpit.core.jobs.errors import LaunchBlocked, OverrideError, UploadError
+from cockpit.core.jobs.profile_load import ProfileError
 from cockpit.core.local.record import LocalClusterError
 from cockpit.core.logs.sources import FileReplaced
 from cockpit.core.slurm.queue import SlurmError, SlurmJob, SlurmNotRunning
@@ -119,6 +123,10 @@ CASES = [
     Case("attach-busy", lambda: AttachError("the worker is held", busy=True), False),
     Case("attach-gone", lambda: AttachError("the worker is gone"), True),
     Case("profile", lambda: ProfileError("x.yaml:3: cluster.nodes: must be a number"), True),
+    Case("config-file", lambda: ConfigFileError("x.yaml:1: not a mapping"), True),
+    Case("config", lambda: ConfigError("config.yaml:2: refresh: must be a mapping"), True),
+    Case("layout", lambda: LayoutError("wide.yaml:3: cockpit: unknown pane 'x'"), True),
+    Case("roles", lambda: RolesError("roles.yaml:1: Foo: not a role"), True),
     Case("gpu-agent", lambda: AgentFailed("10.0.0.2: the agent stopped"), True),
     Case("no-gpu", lambda: NoGpuFound("no NVIDIA or AMD GPU found"), True),
     Case("pdb", lambda: PdbError("the pdb session went away"), True),
