@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from cockpit.core.cluster.errors import DashboardError
 from cockpit.core.doctor.hang import HangPolicy, ProgressWatch, Verdict
 from cockpit.core.doctor.progress import NODES_EVERY, JobPlace, gpu_readings, job_place, role_readings
-from cockpit.core.errors import CockpitError
+from cockpit.core.errors import CockpitError, is_permanent
 from cockpit.core.snapshots import JobRow, NodeSnapshot
 
 if TYPE_CHECKING:
@@ -128,6 +128,8 @@ async def follow_log(
             broken = True
             if on_break is not None:
                 on_break(str(exc))
+            if is_permanent(exc):
+                return  # the job's loop meets the same refusal and ends the watch with it
         await asyncio.sleep(pause)
 
 
@@ -175,6 +177,8 @@ async def watch_job(
                     watch.placed(await job_place(client, now_job, rules), time.monotonic())
                 nodes = await client.nodes()
             except DashboardError as exc:  # the head or the link away for a while: not the job's silence
+                if is_permanent(exc):
+                    raise  # a refused token, a job gone: waiting cannot cure it (the one rule, as `wait`)
                 if watch.blind(time.monotonic()):
                     say(f"lost the dashboard ({exc}); trying again")
                 continue
