@@ -1,12 +1,15 @@
 """The keyed table (`cockpit.ui.widgets.keyed_table`) in a Pilot app: a refresh writes only the cells that
 changed (counted at `update_cell`, and the table's own row and cell objects compared), a change of style
 alone is redrawn, rows come, go and move by key with the cursor kept on its row, and hostile text shows as
-text."""
+text. On the Jobs screen (fixture state): a new job at the top leaves the cursor on the job it was on, so
+`s` stops the job the user chose."""
 
 from __future__ import annotations
 
 import io
+import time
 from collections.abc import Mapping
+from dataclasses import replace
 
 import pytest
 from rich.console import Console
@@ -14,7 +17,11 @@ from rich.text import Text, TextType
 from textual.app import App, ComposeResult
 from textual.widgets.data_table import ColumnKey, RowKey
 
+from cockpit.ui.app import CockpitApp
+from cockpit.ui.screens.jobs import JobsScreen
+from cockpit.ui.state import StateChanged
 from cockpit.ui.widgets.keyed_table import Cell, KeyedTable
+from tests.ui.test_fixture_state import fixture_state
 
 COLUMNS = (("name", "Name"), ("state", "State"), ("age", "Age"))
 Rows = list[tuple[str, Mapping[str, Cell]]]
@@ -174,3 +181,24 @@ async def test_a_key_given_twice_or_an_unknown_column_is_a_bug() -> None:
         with pytest.raises(ValueError, match="no column"):
             table.show_rows([("a", {"nmae": "a"})])
         assert table.row_count == 0
+
+
+async def test_a_new_job_leaves_the_jobs_screen_cursor_on_its_job() -> None:
+    state = fixture_state()
+    snapshot = state.snapshot
+    assert snapshot is not None
+    app = CockpitApp(state.target, state=state, offline=True)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.press("4")
+        screen = app.screen
+        assert isinstance(screen, JobsScreen)
+        table = screen.query_one("#jobs-table", KeyedTable)
+        await pilot.press("down")
+        chosen = screen.current_job()
+        assert chosen is not None and table.cursor_row == 1
+        newest = replace(snapshot.jobs[0], submission_id="cockpit-test-new", start_time=time.time())
+        state.snapshot = replace(snapshot, jobs=(newest, *snapshot.jobs))
+        app.post_message(StateChanged("snapshot"))
+        await pilot.pause()
+        assert table.keys == ("cockpit-test-new", *(job.key for job in snapshot.jobs))
+        assert screen.current_job() == chosen and table.cursor_row == 2
