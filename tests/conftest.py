@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cockpit.core.jobs import profiles
-from tests.harness.cluster import ClusterHandle, running_cluster
+from tests.harness.cluster import FAST_HEALTH_CHECKS, ClusterHandle, running_cluster
 from tests.harness.ray_versions import MATRIX, OldHead, build_in_background, old_head
 from tests.harness.slurm import SlurmCluster, missing_slurm_binaries, start_slurm
 
@@ -33,7 +33,7 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHan
     previous = os.environ.get("COCKPIT_STATE_DIR")
     os.environ["COCKPIT_STATE_DIR"] = str(state_dir)
     try:
-        with running_cluster(state_dir) as handle:
+        with running_cluster(state_dir, env=FAST_HEALTH_CHECKS) as handle:
             yield handle
     finally:
         if previous is None:
