@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -14,6 +16,9 @@ from cockpit.core.jobs import profiles
 from tests.harness.cluster import FAST_HEALTH_CHECKS, ClusterHandle, running_cluster
 from tests.harness.ray_versions import MATRIX, OldHead, build_in_background, old_head
 from tests.harness.slurm import SlurmCluster, missing_slurm_binaries, start_slurm
+
+if TYPE_CHECKING:  # (the harness modules that import Ray or Textual load only when a fixture runs)
+    from tests.harness.run import FinishedRun
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "ray-2.60-samples"
 """Dashboard responses captured from Ray 2.60 (../shared beside the checkout)."""
@@ -65,6 +70,22 @@ def demo_job(ray_cluster: ClusterHandle) -> Iterator[str]:
     from tests.harness.debug_jobs import _stop  # imports Ray: only once a cluster test ran
 
     _stop(ray_cluster, submission_id)
+
+
+@pytest.fixture(scope="session")
+def finished_demo(ray_cluster: ClusterHandle) -> FinishedRun:
+    """One short run of the demo profile, followed to its end once for the session: the CLI, metrics and
+    watch tests read the same finished job (each run starts 8 actors)."""
+    from tests.harness.run import FinishedRun, run_cockpit
+
+    steps = 6
+    done = run_cockpit(
+        "submit", "local", "demo", f"steps={steps}", "step_seconds=0.2", "--follow", timeout=240
+    )
+    assert done.returncode == 0, done.stderr + done.stdout[-2000:]
+    found = re.search(r"^submitted (\S+)$", done.stdout, re.MULTILINE)
+    assert found, done.stdout
+    return FinishedRun(submission_id=found.group(1), steps=steps, follow=done)
 
 
 def _env_pointing_at(name: str, path: Path) -> Iterator[None]:

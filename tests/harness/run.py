@@ -15,8 +15,20 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 
 from textual.pilot import Pilot
+
+
+@dataclass(frozen=True)
+class FinishedRun:
+    """A short run of the demo profile submitted with `cockpit submit local demo ... --follow`, finished
+    (the session's `finished_demo`)."""
+
+    submission_id: str
+    steps: int
+    follow: subprocess.CompletedProcess[str]
+    """What `submit --follow` printed, and its exit code."""
 
 
 def run_cockpit(

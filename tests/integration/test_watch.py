@@ -17,7 +17,7 @@ from cockpit.core.targets import parse_target
 from tests.harness.cluster import ClusterHandle
 from tests.harness.debug_jobs import _stop
 from tests.harness.hang_jobs import FAST_PROFILE, fast_profile_home, wait_hung
-from tests.harness.run import run_cockpit
+from tests.harness.run import FinishedRun, run_cockpit
 
 pytestmark = [pytest.mark.cluster]
 
@@ -60,9 +60,8 @@ def test_watch_exits_5_on_a_hang_and_saves_the_stacks(ray_cluster: ClusterHandle
         _stop(ray_cluster, job)
 
 
-def test_watch_ends_with_the_job(ray_cluster: ClusterHandle, tmp_path: Path) -> None:
-    done = run_cockpit("submit", "local", "demo", "steps=3", "--follow", timeout=180)
-    job = _submitted(done)
+def test_watch_ends_with_the_job(finished_demo: FinishedRun, tmp_path: Path) -> None:
+    job = _submitted(finished_demo.follow)
     watched = run_cockpit("watch", "local", job, "--hang-after", "1m", "--out", str(tmp_path / "x.txt"))
     assert watched.returncode == 1 and "has ended (SUCCEEDED)" in watched.stderr
     assert not (tmp_path / "x.txt").exists()
