@@ -18,6 +18,7 @@ from tests.harness.ray_versions import MATRIX, OldHead, build_in_background, old
 from tests.harness.slurm import SlurmCluster, missing_slurm_binaries, start_slurm
 
 if TYPE_CHECKING:  # (the harness modules that import Ray or Textual load only when a fixture runs)
+    from tests.harness.hang_jobs import HungJob
     from tests.harness.run import FinishedRun
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "ray-2.60-samples"
@@ -88,6 +89,34 @@ def finished_demo(ray_cluster: ClusterHandle) -> FinishedRun:
     return FinishedRun(submission_id=found.group(1), steps=steps, follow=done)
 
 
+@pytest.fixture(scope="session")
+def hung_demo(ray_cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HungJob]:
+    """One job of the `demo-hang-fast` profile, hung, for the tests that only look at a hung job (stacks
+    from the command line and over SSH, `cockpit watch`); stopped after the last of them. Each such job
+    starts 8 actors."""
+    from cockpit.core.connect.connection import open_connection
+    from cockpit.core.targets import parse_target
+    from tests.harness.debug_jobs import _stop
+    from tests.harness.hang_jobs import FAST_PROFILE, HungJob, fast_profile_home, wait_hung
+    from tests.harness.run import run_cockpit
+
+    env = fast_profile_home(tmp_path_factory.mktemp("hang-home"))
+    done = run_cockpit("submit", "local", FAST_PROFILE, env={**os.environ, **env})
+    found = re.search(r"^submitted (\S+)$", done.stdout, re.MULTILINE)
+    assert done.returncode == 0 and found, done.stderr
+    submission_id = found.group(1)
+    try:
+
+        async def hung() -> str:
+            async with open_connection(parse_target("local")) as connection:
+                await wait_hung(connection, submission_id, local=True)
+                return (await connection.client.job(submission_id)).job_id or ""
+
+        yield HungJob(submission_id=submission_id, job_id=asyncio.run(hung()), env=env)
+    finally:
+        _stop(ray_cluster, submission_id)
+
+
 def _env_pointing_at(name: str, path: Path) -> Iterator[None]:
     """NAME set to PATH (a file that does not exist) for the session, then put back."""
     previous = os.environ.get(name)
@@ -133,7 +162,7 @@ def no_user_role_table(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
     yield from _env_pointing_at("COCKPIT_ROLES", tmp_path_factory.mktemp("no-roles") / "roles.yaml")
 
 
-TIERS = ("slurm", "ray_head", "demo_job", "ray_cluster")
+TIERS = ("slurm", "ray_head", "demo_job", "hung_demo", "ray_cluster")
 """The heavy session fixtures, in the order their tests run, after every test that needs none of them:
 each is started for its tier (on first use) and stopped right after the last test that needs it
 (`pytest_runtest_teardown`), so no cluster idles under tests that do not use it. The demo job's tests
@@ -178,7 +207,7 @@ _LAST_USERS = pytest.StashKey[dict[int, list[str]]]()
 _TIER_OF: dict[str, int] = {}
 """Test id -> its tier, for the time summary."""
 _TIER_SECONDS: dict[int, float] = {}
-TIER_NAMES = ("no cluster", "Slurm", "Ray versions", "demo job", "session cluster")
+TIER_NAMES = ("no cluster", "Slurm", "Ray versions", "demo job", "hung job", "session cluster")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
