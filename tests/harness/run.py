@@ -16,6 +16,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from textual.pilot import Pilot
 
@@ -32,7 +33,7 @@ class FinishedRun:
 
 
 def run_cockpit(
-    *args: str, timeout: float = 120, env: Mapping[str, str] | None = None
+    *args: str, timeout: float = 120, env: Mapping[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     """`cockpit ARGS` with no terminal on stdin (so it never prompts): what it printed and its exit code.
 
@@ -43,14 +44,14 @@ def run_cockpit(
     tests of what only a process shows (signals, a terminal, imports) use `run_cockpit_subprocess`.
     """
     if threading.current_thread() is not threading.main_thread() or _loop_running():
-        return run_cockpit_subprocess(*args, timeout=timeout, env=env)
-    return _run_in_process(list(args), timeout, env)
+        return run_cockpit_subprocess(*args, timeout=timeout, env=env, cwd=cwd)
+    return _run_in_process(list(args), timeout, env, cwd)
 
 
 def run_cockpit_subprocess(
-    *args: str, timeout: float = 120, env: Mapping[str, str] | None = None
+    *args: str, timeout: float = 120, env: Mapping[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m cockpit.cli ARGS` with no terminal on stdin (so it never prompts)."""
+    """`python -m cockpit.cli ARGS` with no terminal on stdin (so it never prompts), run in CWD."""
     return subprocess.run(
         [sys.executable, "-m", "cockpit.cli", *args],
         capture_output=True,
@@ -58,6 +59,7 @@ def run_cockpit_subprocess(
         timeout=timeout,
         env=dict(env if env is not None else os.environ),
         stdin=subprocess.DEVNULL,
+        cwd=cwd,
     )
 
 
@@ -85,13 +87,27 @@ def _environment(env: Mapping[str, str] | None) -> Iterator[None]:
         os.environ.update(saved)
 
 
+@contextlib.contextmanager
+def _directory(cwd: Path | None) -> Iterator[None]:
+    """The working directory is CWD for the duration (nothing when None), then what it was."""
+    if cwd is None:
+        yield
+        return
+    saved = os.getcwd()
+    os.chdir(cwd)
+    try:
+        yield
+    finally:
+        os.chdir(saved)
+
+
 def _decoded(raw: bytes) -> str:
     """Bytes as `subprocess.run(text=True)` gives them: UTF-8, universal newlines."""
     return io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8").read()
 
 
 def _run_in_process(
-    args: list[str], timeout: float, env: Mapping[str, str] | None
+    args: list[str], timeout: float, env: Mapping[str, str] | None, cwd: Path | None
 ) -> subprocess.CompletedProcess[str]:
     from cockpit.cli import main
     from cockpit.core.config import settings
@@ -105,7 +121,7 @@ def _run_in_process(
         raise subprocess.TimeoutExpired(["cockpit", *args], timeout)
 
     code: int
-    with open(os.devnull) as stdin, _environment(env):
+    with open(os.devnull) as stdin, _environment(env), _directory(cwd):
         saved = sys.stdin, sys.stdout, sys.stderr
         sys.stdin, sys.stdout, sys.stderr = stdin, stdout, stderr
         settings.settings.cache_clear()  # read once per process: this "process" reads it afresh
