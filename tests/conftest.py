@@ -5,15 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from cockpit.core.jobs import profiles
-from tests.harness.cluster import ClusterHandle, running_cluster
+from tests.harness.cluster import FAST_HEALTH_CHECKS, ClusterHandle, running_cluster
 from tests.harness.ray_versions import MATRIX, OldHead, build_in_background, old_head
 from tests.harness.slurm import SlurmCluster, missing_slurm_binaries, start_slurm
+
+if TYPE_CHECKING:  # (the harness modules that import Ray or Textual load only when a fixture runs)
+    from tests.harness.hang_jobs import HungJob
+    from tests.harness.run import FinishedRun
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "ray-2.60-samples"
 """Dashboard responses captured from Ray 2.60 (../shared beside the checkout)."""
@@ -33,7 +39,7 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHan
     previous = os.environ.get("COCKPIT_STATE_DIR")
     os.environ["COCKPIT_STATE_DIR"] = str(state_dir)
     try:
-        with running_cluster(state_dir) as handle:
+        with running_cluster(state_dir, env=FAST_HEALTH_CHECKS) as handle:
             yield handle
     finally:
         if previous is None:
@@ -43,8 +49,9 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHan
 
 
 @pytest.fixture(scope="session")
-def demo_job(ray_cluster: ClusterHandle) -> str:
-    """The demo RL job, running on the session cluster for the whole session (long enough for every test)."""
+def demo_job(ray_cluster: ClusterHandle) -> Iterator[str]:
+    """The demo RL job, running on the session cluster from the first test that needs it to the last
+    (long enough for every test), then stopped: its 8 actors step all the time."""
     profile = profiles.load(profiles.find("demo"))
     request = profiles.render(profile, submission_id="test-demo")
     request["runtime_env"]["env_vars"]["DEMO_STEPS"] = "100000"
@@ -59,7 +66,55 @@ def demo_job(ray_cluster: ClusterHandle) -> str:
                 await asyncio.sleep(0.5)
             raise AssertionError("the demo job's 8 actors did not come up within 60 s")
 
-    return asyncio.run(submit())
+    submission_id = asyncio.run(submit())
+    yield submission_id
+    from tests.harness.debug_jobs import _stop  # imports Ray: only once a cluster test ran
+
+    _stop(ray_cluster, submission_id)
+
+
+@pytest.fixture(scope="session")
+def finished_demo(ray_cluster: ClusterHandle) -> FinishedRun:
+    """One short run of the demo profile, followed to its end once for the session: the CLI, metrics and
+    watch tests read the same finished job (each run starts 8 actors)."""
+    from tests.harness.run import FinishedRun, run_cockpit
+
+    steps = 6
+    done = run_cockpit(
+        "submit", "local", "demo", f"steps={steps}", "step_seconds=0.2", "--follow", timeout=240
+    )
+    assert done.returncode == 0, done.stderr + done.stdout[-2000:]
+    found = re.search(r"^submitted (\S+)$", done.stdout, re.MULTILINE)
+    assert found, done.stdout
+    return FinishedRun(submission_id=found.group(1), steps=steps, follow=done)
+
+
+@pytest.fixture(scope="session")
+def hung_demo(ray_cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HungJob]:
+    """One job of the `demo-hang-fast` profile, hung, for the tests that only look at a hung job (stacks
+    from the command line and over SSH, `cockpit watch`); stopped after the last of them. Each such job
+    starts 8 actors."""
+    from cockpit.core.connect.connection import open_connection
+    from cockpit.core.targets import parse_target
+    from tests.harness.debug_jobs import _stop
+    from tests.harness.hang_jobs import FAST_PROFILE, HungJob, fast_profile_home, wait_hung
+    from tests.harness.run import run_cockpit
+
+    env = fast_profile_home(tmp_path_factory.mktemp("hang-home"))
+    done = run_cockpit("submit", "local", FAST_PROFILE, env={**os.environ, **env})
+    found = re.search(r"^submitted (\S+)$", done.stdout, re.MULTILINE)
+    assert done.returncode == 0 and found, done.stderr
+    submission_id = found.group(1)
+    try:
+
+        async def hung() -> str:
+            async with open_connection(parse_target("local")) as connection:
+                await wait_hung(connection, submission_id, local=True)
+                return (await connection.client.job(submission_id)).job_id or ""
+
+        yield HungJob(submission_id=submission_id, job_id=asyncio.run(hung()), env=env)
+    finally:
+        _stop(ray_cluster, submission_id)
 
 
 def _env_pointing_at(name: str, path: Path) -> Iterator[None]:
@@ -107,9 +162,36 @@ def no_user_role_table(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
     yield from _env_pointing_at("COCKPIT_ROLES", tmp_path_factory.mktemp("no-roles") / "roles.yaml")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """When Ray version heads will be needed, build their virtualenvs (those not cached yet) in the
-    background while the tests before them run: on a fresh machine each is a `pip install`."""
+TIERS = ("slurm", "ray_head", "demo_job", "hung_demo", "ray_cluster")
+"""The heavy session fixtures, in the order their tests run, after every test that needs none of them:
+each is started for its tier (on first use) and stopped right after the last test that needs it
+(`pytest_runtest_teardown`), so no cluster idles under tests that do not use it. The demo job's tests
+run first among the session cluster's, so the job (8 actors stepping) is stopped early too."""
+
+
+def _tier(item: pytest.Item) -> int:
+    """0 for a test needing no heavy fixture, else 1 + the index in TIERS of the first it needs."""
+    needs = set(getattr(item, "fixturenames", ()))
+    return next((1 + i for i, name in enumerate(TIERS) if name in needs), 0)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Order the tests by tier (`TIERS`; a stable sort, after pytest grouped the tests of each Ray
+    version together), note the last test of each heavy fixture, and, when Ray version heads will be
+    needed, build their virtualenvs (those not cached yet) in the background while the tests before them
+    run: on a fresh machine each is a `pip install`."""
+    items.sort(key=_tier)
+    last: dict[str, pytest.Item] = {}
+    for item in items:
+        for name in TIERS:
+            if name in getattr(item, "fixturenames", ()):
+                last[name] = item
+    config.stash[_LAST_USERS] = {
+        id(item): [n for n in TIERS if last.get(n) is item] for item in last.values()
+    }
+    _TIER_OF.clear()
+    _TIER_OF.update((item.nodeid, _tier(item)) for item in items)
     wanted = {
         version
         for item in items
@@ -119,6 +201,48 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     }
     if wanted:
         build_in_background(v for v in MATRIX if v in wanted)
+
+
+_LAST_USERS = pytest.StashKey[dict[int, list[str]]]()
+_TIER_OF: dict[str, int] = {}
+"""Test id -> its tier, for the time summary."""
+_TIER_SECONDS: dict[int, float] = {}
+TIER_NAMES = ("no cluster", "Slurm", "Ray versions", "demo job", "hung job", "session cluster")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Add each phase's duration (setup, call, teardown) to its test's tier."""
+    tier = _TIER_OF.get(report.nodeid)
+    if tier is not None:
+        _TIER_SECONDS[tier] = _TIER_SECONDS.get(tier, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """One line: where the session's time went, by tier (the heavy fixtures' start and stop included).
+    The suite's budget and how to keep it: docs/testing.md."""
+    if _TIER_SECONDS:
+        counts: dict[int, int] = {}
+        for tier in _TIER_OF.values():
+            counts[tier] = counts.get(tier, 0) + 1
+        parts = [
+            f"{TIER_NAMES[t]} {_TIER_SECONDS.get(t, 0.0):.0f} s ({counts[t]} tests)" for t in sorted(counts)
+        ]
+        terminalreporter.write_line(f"time by tier: {' · '.join(parts)} (the budget: docs/testing.md)")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After the last test that needs a heavy session fixture, stop it (its dependants first), as pytest
+    would at the end of the session: its failure to stop is this test's teardown error."""
+    result = yield
+    names = item.config.stash.get(_LAST_USERS, {}).get(id(item), [])
+    info = getattr(item, "_fixtureinfo", None)
+    request = getattr(item, "_request", None)
+    if nextitem is not None and names and info is not None and request is not None:
+        for name in names:
+            for fixturedef in info.name2fixturedefs.get(name, ()):
+                fixturedef.finish(request)
+    return result
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,10 @@
-"""`cockpit demo` driven as a person would: in a real terminal (tmux, 100x30), then `q`."""
+"""`cockpit demo` driven as a person would: in a real terminal (tmux, 80x24), then `q`; and the terminal
+closed under it."""
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -19,9 +21,15 @@ from tests.harness.terminal import Terminal
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
 
-def test_demo_shows_nodes_and_running_job_then_quits_clean(tmp_path: Path) -> None:
+def test_demo_shows_nodes_and_running_job_then_the_default_layout_at_80x24_then_quits_clean(
+    tmp_path: Path,
+) -> None:
+    """In a terminal of 80x24 with no layout chosen, the demo opens on the Cluster screen; key 0 shows the
+    cockpit screen in the `default` layout, which keeps the join, every node row, the job and its driver
+    log in view, no line wider than the terminal. Then `q`: nothing of the cluster is left. (One demo
+    cluster for both screens: each demo costs a 3-node start.)"""
     state = tmp_path / "state"
-    term = Terminal(f"cockpit-demo-{os.getpid()}", 100, 30)
+    term = Terminal(f"cockpit-demo-{os.getpid()}", 80, 24)
     try:
         python = shlex.quote(sys.executable)
         command = f"COCKPIT_STATE_DIR={shlex.quote(str(state))} {python} -m cockpit.cli demo"
@@ -36,6 +44,24 @@ def test_demo_shows_nodes_and_running_job_then_quits_clean(tmp_path: Path) -> No
         assert cluster is not None
         before = cluster_processes(cluster)
         assert any(name.startswith("ray::Dashboard") for name in process_names(before).values())
+
+        term.type("0")
+
+        def live(screen: str) -> bool:
+            return (
+                "Nodes    3/3" in screen
+                and "READY" in screen
+                and screen.count("ALIVE") == 3  # every node row in view (no line lost to a sideways bar)
+                and "RUNNING   demo-" in screen
+                and re.search(r"step=\d+", screen) is not None  # the driver log pane
+            )
+
+        screen = term.wait_for(live, timeout=150)
+        lines = screen.splitlines()
+        assert lines[0].startswith(" 0 Cockpit · local (demo) · ● connected")
+        assert lines[-1].startswith("1 Cluster 2 GPUs") and lines[-1].rstrip().endswith("q Quit")
+        assert all(len(line) <= 80 for line in lines)
+
         term.type("q")
         term.wait_for(lambda s: "demo-exit=0" in s, timeout=60)
         assert process_names(before) == {}, "quitting the demo leaves no Ray process"

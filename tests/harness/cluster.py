@@ -18,6 +18,10 @@ from cockpit.core.local.record import LocalCluster
 
 NODES = 3
 GPUS_PER_NODE = 2
+FAST_HEALTH_CHECKS = {"RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "3"}
+"""Ray's GCS asks each raylet every second and marks a node DEAD after 3 failed asks (Ray's defaults: 3 s
+and 5), so a killed node is seen dead in about 3 s, not 15. A check fails only when refused or unanswered
+for `health_check_timeout_ms` (10 s, unchanged), so a slow raylet on a busy machine is not declared dead."""
 
 
 @dataclass
@@ -51,10 +55,20 @@ class ClusterHandle:
 
 @contextmanager
 def running_cluster(
-    state_dir: Path, nodes: int = NODES, gpus: int = GPUS_PER_NODE
+    state_dir: Path, nodes: int = NODES, gpus: int = GPUS_PER_NODE, env: dict[str, str] | None = None
 ) -> Iterator[ClusterHandle]:
-    """Start a cluster remembered in `state_dir` and stop it on exit, even when a test failed."""
-    cluster = processes.up(nodes, gpus, directory=state_dir)
+    """Start a cluster remembered in `state_dir` and stop it on exit, even when a test failed. ENV: more
+    environment for its Ray processes (set here only while they start)."""
+    saved = {name: os.environ.get(name) for name in env or {}}
+    os.environ.update(env or {})
+    try:
+        cluster = processes.up(nodes, gpus, directory=state_dir)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     try:
         yield ClusterHandle(cluster=cluster, state_dir=state_dir)
     finally:

@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +115,17 @@ async def alive_actor_pids(client: DashboardClient, job_id: str) -> set[int]:
 
 
 FAST_PROFILE = "demo-hang-fast"
+
+
+@dataclass(frozen=True)
+class HungJob:
+    """A job of the `demo-hang-fast` profile, submitted with `cockpit submit` and hung as planned (the
+    session's `hung_demo`): RolloutWorker_0 in `wait_for_weights_sync`, the three others waiting for it."""
+
+    submission_id: str
+    job_id: str
+    env: dict[str, str]
+    """What makes the cockpit find the profile (`fast_profile_home`): its `hang_after` is 4 s."""
 
 
 def fast_profile_home(root: Path, hang_after: str = "4s") -> dict[str, str]:

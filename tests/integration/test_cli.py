@@ -8,6 +8,7 @@ import os
 import pytest
 
 from tests.harness.cluster import ClusterHandle
+from tests.harness.run import FinishedRun
 from tests.harness.run import run_cockpit as cockpit
 
 pytestmark = pytest.mark.cluster
@@ -89,8 +90,8 @@ def test_submit_dry_run_masks_secrets(tmp_path: object) -> None:
     assert request["entrypoint"].endswith("trainer.total_epochs=1")
 
 
-def test_submit_follow_runs_a_short_demo_to_success(ray_cluster: ClusterHandle) -> None:
-    result = cockpit("submit", "local", "demo", "steps=3", "step_seconds=0.2", "--follow", timeout=240)
+def test_submit_follow_runs_a_short_demo_to_success(finished_demo: FinishedRun) -> None:
+    result = finished_demo.follow  # `submit local demo steps=6 step_seconds=0.2 --follow`, once a session
     assert result.returncode == 0, result.stderr + result.stdout[-2000:]
     assert result.stdout.startswith("submitted demo-")
     assert "step=3 reward=" in result.stdout and "demo trainer: done" in result.stdout

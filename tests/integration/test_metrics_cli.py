@@ -1,6 +1,7 @@
 """`cockpit metrics` on the real local cluster: the demo job's CSV equals the `step=` lines its driver
-printed (read independently from `cockpit logs`), `--json` has the demo's keys, and `--follow` gives
-the steps of a running job as they are printed and ends when the job does.
+printed (read independently from `cockpit logs`), `--json` has the demo's keys (both on the session's
+finished demo run), and `--follow` gives the steps of a running job as they are printed and ends when
+the job does.
 
 The follow test uses the demo-hang job: it prints its first steps, then hangs for good, so the steps
 seen came while the job was still running, whatever the machine's speed; stopping it must end the
@@ -24,7 +25,7 @@ import pytest
 from tests.harness.cluster import ClusterHandle
 from tests.harness.debug_jobs import _stop
 from tests.harness.hang_jobs import demo_hang_job
-from tests.harness.run import run_cockpit
+from tests.harness.run import FinishedRun, run_cockpit
 
 pytestmark = [pytest.mark.cluster]
 
@@ -45,34 +46,27 @@ def csv_rows(text: str) -> tuple[list[str], dict[int, list[float]]]:
     return rows[0], {int(row[0]): [float(v) for v in row[1:]] for row in rows[1:]}
 
 
-@pytest.fixture(scope="module")
-def finished_demo(ray_cluster: ClusterHandle) -> str:
-    done = run_cockpit("submit", "local", "demo", "steps=6", "--follow", timeout=240)
-    assert done.returncode == 0, done.stderr
-    found = re.search(r"^submitted (\S+)$", done.stdout, re.MULTILINE)
-    assert found, done.stdout
-    return found.group(1)
-
-
-def test_csv_equals_what_the_demo_printed(finished_demo: str) -> None:
-    expected = printed(finished_demo)
-    assert sorted(expected) == [1, 2, 3, 4, 5, 6]
-    done = run_cockpit("metrics", "local", finished_demo, "--csv")
+def test_csv_equals_what_the_demo_printed(finished_demo: FinishedRun) -> None:
+    job = finished_demo.submission_id
+    expected = printed(job)
+    assert finished_demo.steps == 6 and sorted(expected) == [1, 2, 3, 4, 5, 6]
+    done = run_cockpit("metrics", "local", job, "--csv")
     assert done.returncode == 0, done.stderr
     header, rows = csv_rows(done.stdout)
     assert header == ["step", *COLUMNS]
     assert rows == expected
 
 
-def test_json_has_the_demos_keys_and_every_step(finished_demo: str) -> None:
-    done = run_cockpit("metrics", "local", finished_demo, "--json")
+def test_json_has_the_demos_keys_and_every_step(finished_demo: FinishedRun) -> None:
+    job = finished_demo.submission_id
+    done = run_cockpit("metrics", "local", job, "--json")
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     assert list(doc) == COLUMNS
-    expected = printed(finished_demo)
+    expected = printed(job)
     for index, key in enumerate(COLUMNS):
         assert doc[key] == [[step, values[index]] for step, values in sorted(expected.items())]
-    table = run_cockpit("metrics", "local", finished_demo, "--keys", "kl")
+    table = run_cockpit("metrics", "local", job, "--keys", "kl")
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
     assert lines[0].split()[0] == "KEY" and [line.split()[0] for line in lines[1:]] == ["kl"]

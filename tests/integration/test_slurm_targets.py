@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.run import run_cockpit
 from tests.harness.slurm import SlurmCluster
 from tests.harness.sshd import SshServer, start_sshd
 from tests.harness.terminal import Terminal
@@ -54,15 +55,7 @@ def cockpit(
 ) -> subprocess.CompletedProcess[str]:
     """The cockpit with the SSH config (for the commands that take a TARGET), run in CWD."""
     extra = ["--ssh-config", env["COCKPIT_TEST_SSH_CONFIG"]] if args[0] in ("status", "wait", "jobs") else []
-    return subprocess.run(
-        [sys.executable, "-m", "cockpit.cli", *args, *extra],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_cockpit(*args, *extra, timeout=timeout, env=env, cwd=cwd)
 
 
 def slurm_up(env: dict[str, str], cwd: Path, *args: str, held: bool = False) -> str:
@@ -153,9 +146,11 @@ def test_a_held_job_is_pending_then_joins_then_ends_when_cancelled(
             stderr=subprocess.PIPE,
             text=True,
         )
-        time.sleep(3)  # `wait` sees the job held first (its first line says so)
+        # `wait` sees the job held first: its first line says so (read before the release).
+        first = waiting.stderr.readline() if waiting.stderr is not None else ""
         slurm.release(job_id)
-        out, err = waiting.communicate(timeout=300)
+        out, rest = waiting.communicate(timeout=300)
+        err = first + rest
         assert waiting.returncode == 0, err
         assert "PENDING: JobHeld" in err.splitlines()[0]
         assert out.strip() == "ready: 1/1 nodes, 2/2 GPUs — ready"

@@ -24,7 +24,7 @@ from cockpit.core.local import record
 from cockpit.core.targets import parse_target
 from tests.harness.cluster import ClusterHandle, running_cluster
 from tests.harness.debug_jobs import _stop, _submit
-from tests.harness.hang_jobs import SAVERS_STUCK, alive_actor_pids, demo_hang_job, labels, wait_hung
+from tests.harness.hang_jobs import SAVERS_STUCK, HungJob, alive_actor_pids, labels, wait_hung
 from tests.harness.run import run_cockpit
 from tests.harness.sshd import SshServer, start_sshd
 
@@ -52,43 +52,43 @@ def _check_groups(doc: dict, actor_pids: set[int]) -> None:
     assert any(m["kind"] == "driver" for g in groups for m in g["members"])
 
 
-def test_stacks_of_the_demo_hang_job_from_the_command_line(ray_cluster: ClusterHandle, demo_job: str) -> None:
-    with demo_hang_job(ray_cluster) as job:
+def test_stacks_of_the_demo_hang_job_from_the_command_line(
+    ray_cluster: ClusterHandle, demo_job: str, hung_demo: HungJob
+) -> None:
+    job = hung_demo  # the session's demo-hang job, hung (shared with the other tests that only look)
 
-        async def hung() -> set[int]:
-            async with open_connection(parse_target("local")) as connection:
-                await wait_hung(connection, job.job_id, local=True)
-                return await alive_actor_pids(connection.client, job.job_id)
+    async def hung() -> set[int]:
+        async with open_connection(parse_target("local")) as connection:
+            await wait_hung(connection, job.job_id, local=True)
+            return await alive_actor_pids(connection.client, job.job_id)
 
-        actor_pids = asyncio.run(hung())
-        done = run_cockpit("stacks", "local", "--job", job.submission_id, "--json")
-        assert done.returncode == 0, done.stderr
-        doc = json.loads(done.stdout)
-        assert doc["source"] == "local"
-        _check_groups(doc, actor_pids)
+    actor_pids = asyncio.run(hung())
+    done = run_cockpit("stacks", "local", "--job", job.submission_id, "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["source"] == "local"
+    _check_groups(doc, actor_pids)
 
-        text = run_cockpit("stacks", "local", "--job", job.job_id)
-        assert text.returncode == 0, text.stderr
-        lines = text.stdout.splitlines()
-        assert lines[0].startswith("1 process in ") or lines[1].startswith("1 process in ")
-        assert any("wait_for_weights_sync (" in line and "trainer.py:" in line for line in lines)
-        assert any(
-            line.startswith("3 processes in ray.get in all_gather_weights · rollout") for line in lines
-        )
+    text = run_cockpit("stacks", "local", "--job", job.job_id)
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert lines[0].startswith("1 process in ") or lines[1].startswith("1 process in ")
+    assert any("wait_for_weights_sync (" in line and "trainer.py:" in line for line in lines)
+    assert any(line.startswith("3 processes in ray.get in all_gather_weights · rollout") for line in lines)
 
-        rank0 = next(
-            m["actor_id"] for g in doc["groups"] for m in g["members"] if m["actor_name"] == "RolloutWorker_0"
-        )
-        # The session's demo job has a RolloutWorker_0 too: the name alone is ambiguous, and says so.
-        both = run_cockpit("stacks", "local", "--actor", "RolloutWorker_0")
-        # (at least 2: an earlier test's job may still be going.)
-        ambiguous = re.match(r"cockpit: 'RolloutWorker_0' matches (\d+) actors: ", both.stderr)
-        assert both.returncode == 1 and ambiguous and int(ambiguous.group(1)) >= 2, both.stderr
-        assert rank0[:12] in both.stderr and f"(job {job.job_id})" in both.stderr
-        one = run_cockpit("stacks", "local", "--actor", rank0[:16], "--json")
-        assert one.returncode == 0, one.stderr
-        (group,) = json.loads(one.stdout)["groups"]
-        assert group["label"] == "in wait_for_weights_sync" and group["count"] == 1
+    rank0 = next(
+        m["actor_id"] for g in doc["groups"] for m in g["members"] if m["actor_name"] == "RolloutWorker_0"
+    )
+    # The session's demo job has a RolloutWorker_0 too: the name alone is ambiguous, and says so.
+    both = run_cockpit("stacks", "local", "--actor", "RolloutWorker_0")
+    # (at least 2: an earlier test's job may still be going.)
+    ambiguous = re.match(r"cockpit: 'RolloutWorker_0' matches (\d+) actors: ", both.stderr)
+    assert both.returncode == 1 and ambiguous and int(ambiguous.group(1)) >= 2, both.stderr
+    assert rank0[:12] in both.stderr and f"(job {job.job_id})" in both.stderr
+    one = run_cockpit("stacks", "local", "--actor", rank0[:16], "--json")
+    assert one.returncode == 0, one.stderr
+    (group,) = json.loads(one.stdout)["groups"]
+    assert group["label"] == "in wait_for_weights_sync" and group["count"] == 1
 
 
 def test_unknown_job_is_one_line(ray_cluster: ClusterHandle) -> None:
@@ -110,28 +110,28 @@ def head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshServer]:
 
 @pytest.mark.ssh
 def test_stacks_over_ssh_with_profiling_off(
-    ray_cluster: ClusterHandle, head: SshServer, tmp_path: Path
+    ray_cluster: ClusterHandle, head: SshServer, tmp_path: Path, hung_demo: HungJob
 ) -> None:
     config = tmp_path / "ssh_config"
     config.write_text(head.ssh_config_entry("head-node"))
-    with demo_hang_job(ray_cluster) as job:
+    job = hung_demo  # the session's demo-hang job, hung
 
-        async def run() -> None:
-            options = ray_cluster.over_ssh(config)
-            async with open_connection(parse_target("head-node"), options) as connection:
-                assert connection.link is not None
-                assert await connection.client.profiling_enabled() is False
-                with pytest.raises(ProfilingDisabled):
-                    selection = await select(connection.client, job=job.job_id)
-                    await take(connection, selection, via="dashboard")
-                report = await wait_hung(connection, job.job_id)
-                assert report.source == "ssh"
-                assert not report.missing_nodes and not report.failures, report.failures
-                actor_pids = await alive_actor_pids(connection.client, job.job_id)
-                assert actor_pids <= {m.pid for g in report.groups for m in g.members}
-                assert labels(report)["in wait_for_weights_sync"] == ["RolloutWorker_0"]
+    async def run() -> None:
+        options = ray_cluster.over_ssh(config)
+        async with open_connection(parse_target("head-node"), options) as connection:
+            assert connection.link is not None
+            assert await connection.client.profiling_enabled() is False
+            with pytest.raises(ProfilingDisabled):
+                selection = await select(connection.client, job=job.job_id)
+                await take(connection, selection, via="dashboard")
+            report = await wait_hung(connection, job.job_id)
+            assert report.source == "ssh"
+            assert not report.missing_nodes and not report.failures, report.failures
+            actor_pids = await alive_actor_pids(connection.client, job.job_id)
+            assert actor_pids <= {m.pid for g in report.groups for m in g.members}
+            assert labels(report)["in wait_for_weights_sync"] == ["RolloutWorker_0"]
 
-        asyncio.run(run())
+    asyncio.run(run())
 
 
 @pytest.fixture(scope="module")

@@ -4,44 +4,38 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from cockpit.core.connect.connection import ConnectOptions
-from cockpit.core.local import processes
 from cockpit.core.local.record import LocalCluster
 from cockpit.core.targets import parse_target
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.feeds import NOT_RETRYING
 from cockpit.ui.widgets.status_bar import StatusBar
+from tests.harness.cluster import NODES, ClusterHandle
 from tests.harness.run import run_cockpit, until
 from tests.harness.sshd import start_sshd
 
 pytestmark = pytest.mark.cluster
 
 
-@pytest.fixture(scope="module")
-def token_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, Path]]:
-    state = tmp_path_factory.mktemp("token-state")
-    token = secrets.token_hex(16)
-    token_file = state / "token"
-    token_file.write_text(token + "\n")
-    token_file.chmod(0o600)
-    cluster = processes.up(1, 1, 1, token=token, directory=state)
-    try:
-        yield cluster, token_file
-    finally:
-        processes.down(directory=state)
+@pytest.fixture
+def token_cluster(ray_cluster: ClusterHandle) -> tuple[LocalCluster, Path]:
+    """The session cluster: `local up` starts it with RAY_AUTH_MODE=token and a token of its own (0600);
+    the commands here do not know it as the local cluster (`cockpit`)."""
+    assert ray_cluster.cluster.auth_token and ray_cluster.token_file.stat().st_mode & 0o777 == 0o600
+    return ray_cluster.cluster, ray_cluster.token_file
 
 
 def cockpit(*args: str, home: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_TOKEN"}
-    # A private HOME: no ~/.ray/auth_token of the person running the tests is picked up.
-    return run_cockpit(*args, timeout=60, env={**clean, "HOME": str(home), **(env or {})})
+    # A private HOME: no ~/.ray/auth_token of the person running the tests is picked up. No local
+    # cluster recorded: the session cluster is a cluster at a URL, whose token `local` would send.
+    no_local = {"HOME": str(home), "COCKPIT_STATE_DIR": str(home / "no-local-cluster")}
+    return run_cockpit(*args, timeout=60, env={**clean, **no_local, **(env or {})})
 
 
 def test_token_file_works_and_missing_token_is_one_sentence(
@@ -50,7 +44,7 @@ def test_token_file_works_and_missing_token_is_one_sentence(
     cluster, token_file = token_cluster
     ok = cockpit("status", cluster.dashboard_url, "--token-file", str(token_file), "--json", home=tmp_path)
     assert ok.returncode == 0, ok.stderr
-    assert json.loads(ok.stdout)["alive_nodes"] == 1
+    assert json.loads(ok.stdout)["alive_nodes"] == NODES
 
     missing = cockpit("status", cluster.dashboard_url, home=tmp_path)
     assert missing.returncode == 1
