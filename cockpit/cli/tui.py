@@ -94,12 +94,15 @@ def demo(args: argparse.Namespace) -> int:
         say(f"submitted the {profile.name} job: {submission_id}")
         from cockpit.ui.app import CockpitApp
 
+        stop_here = started_here and not args.keep
         app = CockpitApp(
             target,
             ConnectOptions(),
             expect_nodes=args.nodes,
             expect_gpus=args.nodes * args.gpus_per_node,
             title_suffix="demo",
+            # A closed terminal whose exit never ends still stops the cluster before the process ends.
+            before_forced_exit=processes.down if stop_here else None,
         )
         app.run()
     finally:
