@@ -105,6 +105,7 @@ def demo(args: argparse.Namespace) -> int:
         say(f"submitted the {profile.name} job: {submission_id}")
         from cockpit.ui.app import CockpitApp
 
+        stop_here = started_here and not args.keep
         app = CockpitApp(
             target,
             ConnectOptions(),
@@ -112,6 +113,8 @@ def demo(args: argparse.Namespace) -> int:
             expect_gpus=args.nodes * args.gpus_per_node,
             title_suffix="demo",
             config=user_config(),
+            # A closed terminal whose exit never ends still stops the cluster before the process ends.
+            before_forced_exit=processes.down if stop_here else None,
         )
         app.run()
     finally:

@@ -11,15 +11,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import os
 import signal
+import threading
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, ClassVar
 
-from textual import on
+from textual import constants, on
 from textual.app import App, ScreenStackError
 from textual.binding import Binding, BindingType
 from textual.css.errors import StylesheetError
 from textual.css.stylesheet import Stylesheet
+from textual.driver import Driver
 from textual.worker import Worker, WorkerState
 
 from cockpit.core.actors.roles import load_role_rules
@@ -70,6 +74,11 @@ _gc_tuned = False
 
 
 JOB_CONTROL = (signal.SIGTSTP, signal.SIGCONT)
+
+EXIT_GRACE_SECONDS = 20.0
+"""How long a closed terminal or a kill gives the app to end the way `q` does (feeds stopped, a held
+debugger session left paused: 5 s, attaches settled: 5 s, the SSH link closed) before the process is
+ended regardless, with its tunnel socket removed first."""
 
 
 def tune_gc() -> None:
@@ -126,7 +135,10 @@ class CockpitApp(App[int]):
         state: CockpitState | None = None,
         offline: bool = False,
         config: Config | None = None,
+        before_forced_exit: Callable[[], object] | None = None,
     ) -> None:
+        """BEFORE_FORCED_EXIT: what to stop before the process is ended because its exit on a closed
+        terminal or a kill did not finish in time (`cockpit demo`: the cluster it started)."""
         super().__init__()
         config = config or load()  # the command line passes the one it loaded
         self.config = config
@@ -169,6 +181,22 @@ class CockpitApp(App[int]):
         self._job_control = {sig: signal.getsignal(sig) for sig in JOB_CONTROL}
         """Textual's driver takes SIGTSTP and SIGCONT (Ctrl+Z) and never gives them back; see
         `_release_job_control`."""
+        self._before_forced_exit = before_forced_exit
+        self._exit_deadline: threading.Timer | None = None
+        """Armed by a closed terminal or a kill; ends the process if the app has not ended by then."""
+        self._exit_lock = threading.Lock()
+        self._run_over = False
+        """`run` has returned: whatever comes next is the caller's, and no deadline ends the process."""
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's Linux driver made safe for a terminal closed under the app (`terminal_driver`);
+        any other driver (Windows, `TEXTUAL_DRIVER`) as Textual picks it."""
+        chosen = super().get_driver_class()
+        if constants.DRIVER is None and chosen.__name__ == "LinuxDriver":
+            from cockpit.ui.terminal_driver import TerminalDriver
+
+            return TerminalDriver
+        return chosen
 
     def _layout_css(self, layout: Layout) -> tuple[Layout, str | None]:
         """LAYOUT with its `.tcss` added to the app's styles; a `.tcss` Textual cannot read is one line
@@ -248,8 +276,45 @@ class CockpitApp(App[int]):
         for sig in (signal.SIGHUP, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread
                 previous = signal.getsignal(sig)
-                loop.add_signal_handler(sig, self.exit, None, 128 + sig)
+                loop.add_signal_handler(sig, self._end_on_signal, sig)
                 self._signals[sig] = previous
+
+    def _end_on_signal(self, sig: int) -> None:
+        """End as `q` does, within `EXIT_GRACE_SECONDS`: nobody is left to press a key when a close
+        never returns, and a user's login node must not keep the process."""
+        self._arm_exit_deadline(128 + sig)
+        self.exit(None, 128 + sig)
+
+    def _arm_exit_deadline(self, code: int) -> None:
+        with self._exit_lock:
+            if self._exit_deadline is not None or self._run_over:
+                return
+            deadline = threading.Timer(EXIT_GRACE_SECONDS, self._force_exit, (code,))
+            deadline.name = "cockpit-exit-deadline"
+            deadline.daemon = True
+            self._exit_deadline = deadline
+            deadline.start()
+
+    def _force_exit(self, code: int) -> None:
+        """The exit did not end in time: remove the tunnel socket, stop what the caller asked to be
+        stopped, and end the process (its connections, agents' channels and port forwards end with it).
+        Runs in the deadline's thread while the main one is stuck."""
+        with self._exit_lock:
+            if self._run_over:
+                return
+            try:
+                self.cluster_feed.abandon()
+                if self._before_forced_exit is not None:
+                    self._before_forced_exit()
+            finally:
+                os._exit(code)
+
+    def _disarm_exit_deadline(self) -> None:
+        """`run` returned in time (or while the deadline's thread ends the process: then this waits)."""
+        with self._exit_lock:
+            self._run_over = True
+            if self._exit_deadline is not None:
+                self._exit_deadline.cancel()
 
     def _release_signals(self) -> None:
         loop = asyncio.get_running_loop()
@@ -272,6 +337,7 @@ class CockpitApp(App[int]):
         try:
             return super().run(*args, **kwargs)
         finally:
+            self._disarm_exit_deadline()
             self._release_job_control()  # also when the app ended without unmounting
 
     async def _ask_passphrase(self, prompt: str) -> str | None:

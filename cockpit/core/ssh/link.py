@@ -373,6 +373,11 @@ class SshLink:
             waits = (asyncio.wait_for(node_conn.wait_closed(), 5) for node_conn in conns)
             await asyncio.gather(*waits, return_exceptions=True)
 
+    def remove_socket(self) -> None:
+        """Remove the tunnel socket and its private directory now, from any thread: for a process that
+        ends without closing the link (its connections end with it)."""
+        shutil.rmtree(self._dir, ignore_errors=True)
+
     async def close(self) -> None:
         self._closed = True
         self._lost.set()

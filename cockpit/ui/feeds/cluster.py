@@ -109,6 +109,13 @@ class ClusterFeed:
             self._timer.stop()
         await self._stack.aclose()
 
+    def abandon(self) -> None:
+        """Remove what must not outlive a process that ends without closing its connection (a forced
+        exit): the SSH link's tunnel socket. Safe from any thread; the connections end with the process."""
+        connection = self._connection
+        if connection is not None and connection.link is not None:
+            connection.link.remove_socket()
+
     async def _check_exposure(self, connection: Connection) -> None:
         warning = await exposure_warning(connection)
         if warning:

@@ -1,0 +1,91 @@
+"""A terminal closed under the app: Textual's driver made safe for it, and an exit that always ends.
+
+The driver's part runs in this process on a real pty; the exit's part runs the app as a program in a real
+terminal (tmux), since it ends the process."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from textual.app import App
+from textual.drivers._writer_thread import WriterThread
+
+from cockpit.core.targets import parse_target
+from cockpit.ui.app import CockpitApp
+from cockpit.ui.terminal_driver import TerminalDriver, _TerminalFile
+from tests.harness.terminal import Terminal
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_app_draws_through_the_cockpit_driver() -> None:
+    app = CockpitApp(parse_target("http://127.0.0.1:1"), offline=True)
+    assert app.driver_class is TerminalDriver
+
+
+def test_writes_to_a_closed_terminal_are_dropped_and_the_writer_lives_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Textual's writer thread died on the first write after the terminal closed (EIO); the next 30
+    writes then filled its queue and the one after waited forever, the app's event loop with it."""
+    died: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: died.append(args.exc_value))
+    parent, child = os.openpty()
+    terminal = _TerminalFile(open(child, "w", encoding="utf-8"))  # noqa: SIM115 (the writer owns it)
+    writer = WriterThread(terminal)  # type: ignore[arg-type]
+    writer.start()
+    writer.write("drawn while the terminal is open\n")
+    os.close(parent)  # the terminal goes away: from now on every write fails with EIO
+    for frame in range(20):
+        writer.write(f"frame {frame}\n")
+    writer.stop()  # the frames were taken off the queue, and the writer ended as asked
+    assert died == []
+    assert terminal.gone
+    terminal.write("nobody sees this\n")
+    terminal.flush()
+    with contextlib.suppress(OSError):  # what the terminal never took is still buffered
+        terminal.close()
+
+
+async def test_a_sigcont_it_did_not_stop_for_leaves_the_terminal_alone() -> None:
+    """A hangup sends SIGCONT to a process that was never stopped. Textual's driver took any SIGCONT
+    for the end of a Ctrl+Z and started application mode again: a second writer thread and a second
+    input thread on a terminal that is gone (or, outside the app's loop, an error in whatever ran)."""
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGTSTP, signal.SIGCONT)}
+    try:
+        driver = TerminalDriver(App())
+        os.kill(os.getpid(), signal.SIGCONT)
+        time.sleep(0)  # the handler runs here, in the main thread
+        assert driver._writer_thread is None and driver._key_thread is None
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM], ids=["hangup", "kill"])
+def test_an_exit_that_never_ends_still_ends_the_process(tmp_path: Path, sig: signal.Signals) -> None:
+    """A close that never returns (here: an unmount that waits forever) no longer keeps the process:
+    after the grace it stops what its caller asked to be stopped and ends with 128 + the signal."""
+    marker = tmp_path / "stopped"
+    term = Terminal(f"cockpit-stuck-exit-{os.getpid()}-{sig.name}", 100, 30)
+    try:
+        term.type(
+            f"cd {shlex.quote(str(REPO))} && {shlex.quote(sys.executable)} -m tests.harness.stuck_exit"
+            f" {shlex.quote(str(marker))}; echo stuck-exit=$?",
+            "Enter",
+        )
+        term.wait_for(lambda s: "127.0.0.1:1" in s, timeout=60)
+        (pid,) = term.foreground_pids()
+        os.kill(pid, sig)
+        term.wait_for(lambda s: f"stuck-exit={128 + sig}" in s, timeout=60)
+        assert marker.read_text() == "stopped"
+    finally:
+        term.close()
