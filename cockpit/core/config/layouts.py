@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cockpit.core.config.shipped import layouts_dir
 from cockpit.core.errors import CockpitError
 
 CLUSTER_PANES = ("join", "nodes", "jobs")
@@ -42,7 +43,7 @@ class Layout:
 
 
 def shipped_dir() -> Path:
-    return Path(__file__).resolve().parents[3] / "layouts"
+    return layouts_dir()
 
 
 def layouts_dirs() -> list[Path]:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from cockpit.core.config.shipped import profiles_dir
 from cockpit.core.config.yaml_file import ProfileError as ProfileError
 from cockpit.core.config.yaml_file import unsafe_reason
 from cockpit.core.jobs.overrides import (
@@ -52,7 +53,7 @@ def search_path(warn: Callable[[str], None] | None = None) -> list[Path]:
     belong to the installation.
     """
     config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "ray-cockpit" / "profiles"
-    shipped = Path(__file__).resolve().parents[3] / "profiles"
+    shipped = profiles_dir()
     seen: list[Path] = []
     from cockpit.core.config.settings import settings
 
@@ -76,7 +77,7 @@ def _candidates(warn: Callable[[str], None] | None = None) -> list[tuple[str, Pa
     reports its error instead of silently handing over to the shipped `demo`. A file another user can
     write (outside the shipped directory) is skipped, with one line to `warn`.
     """
-    shipped = Path(__file__).resolve().parents[3] / "profiles"
+    shipped = profiles_dir()
     claimed: dict[str, tuple[Path, Profile | ProfileError]] = {}
     for directory in search_path(warn):
         for path in sorted(directory.glob("*.y*ml")):
