@@ -3,11 +3,13 @@
 One module per command group holds its subparsers and their handlers (`cluster`: status, wait, local;
 `jobs`: submit, jobs, stop, logs; `actors`: actors, actors --pending; `debug`: paused workers and their
 console; `doctor`: stacks, watch; `metrics`: a job's training curves; `profiles`; `tui`: connect, demo;
-`slurm`: slurm up; `gpu`: gpu-agent; `config`: config show, config keys); `common` holds the connect
+`slurm`: slurm up; `gpu`: gpu-agent; `config`: config show, config keys; `completion`: the shell
+scripts, and the answers to a TAB); `common` holds the connect
 options, the prompts, `err` and the exit codes (0 ok, 1 failure with one line on stderr, 2 usage error,
 3 timeout, 4 stuck, 5 hang). Start-up stays light: the modules import only argparse at the top and each
 handler imports what it needs when it runs, so `cockpit status --help` imports neither Textual nor Ray,
-and `cockpit status` neither Textual, Ray nor asyncssh (tests/unit/test_import_hygiene.py).
+and `cockpit status` neither Textual, Ray nor asyncssh (tests/unit/test_import_hygiene.py). `cockpit`
+alone shows what to run first (`first_run`), never argparse's bare usage.
 """
 
 from __future__ import annotations
@@ -18,21 +20,47 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from cockpit.cli import actors, cluster, config, debug, doctor, gpu, jobs, metrics, profiles, slurm, tui
-from cockpit.cli.common import EXIT_BROKEN_PIPE, EXIT_FAIL, EXIT_INTERRUPTED, err, say
+from cockpit.cli import (
+    actors,
+    cluster,
+    completion,
+    config,
+    debug,
+    doctor,
+    gpu,
+    jobs,
+    metrics,
+    profiles,
+    slurm,
+    tui,
+)
+from cockpit.cli.common import EXIT_BROKEN_PIPE, EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, err, say
 
-GROUPS = (tui, cluster, jobs, actors, debug, doctor, metrics, slurm, gpu, profiles, config)
+GROUPS = (tui, cluster, jobs, actors, debug, doctor, metrics, slurm, gpu, profiles, config, completion)
 """In the order `cockpit --help` lists their commands."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from cockpit import __version__
+class ShowVersion(argparse.Action):
+    """`--version`: the installed version, read only when asked (importlib.metadata costs tens of ms, and
+    every command builds this parser)."""
 
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **_: object) -> None:
+        super().__init__(option_strings, dest, default=argparse.SUPPRESS, nargs=0, help="show the version")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        from cockpit import __version__
+
+        say(f"ray-cockpit {__version__}")
+        parser.exit()
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cockpit", description="A terminal cockpit for Ray clusters running multi-node RL training."
     )
-    parser.add_argument("--version", action="version", version=f"ray-cockpit {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser.add_argument("--version", action=ShowVersion)
+    # Not required: `cockpit` alone is the first-run screen (`first_run`), not argparse's usage error.
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for group in GROUPS:
         group.add_parsers(sub)
     return parser
@@ -47,7 +75,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     # removed on the way out.
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _interrupt)
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    if argv is None and "_ARGCOMPLETE" in os.environ:
+        completion.answer(parser)  # the shell asks for completions on TAB: answers and exits
+    args = parser.parse_args(argv)
+    if args.command is None:
+        first_run()
+        return EXIT_OK
     from cockpit.core.errors import CockpitError
     from cockpit.core.text import clean
 
@@ -67,3 +101,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         # (SIGPIPE stays ignored: a network write to a dropped peer must raise, not kill the process.)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
+
+
+def first_run() -> None:
+    """What `cockpit` alone prints: what to run next, and where the settings are."""
+    from cockpit import __version__
+    from cockpit.core.config.settings import config_path
+
+    path = config_path()
+    state = "" if path.exists() else " (not there yet: every setting has its default)"
+    say(
+        f"ray-cockpit {__version__}: a terminal cockpit for Ray clusters running multi-node RL training.\n"
+        "\n"
+        "Try it on this machine (a local 3-node Ray cluster and an RL-style job, stopped when you quit):\n"
+        "  cockpit demo\n"
+        "Open it on your cluster (a Host of ~/.ssh/config, user@host, slurm:JOBID or http://HOST:PORT):\n"
+        "  cockpit connect HOST\n"
+        "  cockpit status HOST           one-shot summary, no TUI\n"
+        "Job profiles to submit (cockpit submit HOST PROFILE):\n"
+        "  cockpit profiles list\n"
+        "\n"
+        f"Settings: {path}{state}\n"
+        "  cockpit config show           every setting, its value and where it came from\n"
+        "Shell completion: cockpit completion bash|zsh|fish. Every command: cockpit --help."
+    )

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 
+import cockpit
 from cockpit.core.cluster import parse
 from cockpit.core.cluster.answers import (
     Filter,
@@ -84,6 +85,12 @@ LOG_TEXT_FORMAT = ("format", "text")
 data, `0` error: its default `leading_1` format) unless asked for plain text; Ray 2.60 ignores it."""
 LOG_READ_DEADLINE_S = 600
 """How long the dashboard may take over one `/api/v0/logs/file` read (its own default is 30 s)."""
+
+
+def user_agent() -> str:
+    """`ray-cockpit/VERSION`: the `User-Agent` of every request (read when the first session opens, not at
+    import: the installed version comes from the package metadata)."""
+    return f"ray-cockpit/{cockpit.__version__}"
 
 
 def load_token(token_file: str | os.PathLike[str] | None = None, fallback: str | None = None) -> str | None:
@@ -148,7 +155,10 @@ class DashboardClient:
                 if self._unix_socket
                 else aiohttp.TCPConnector(limit=8)
             )
-            headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
+            # Who asks, in the dashboard's access log: the cockpit and its version, not aiohttp's default.
+            headers = {"User-Agent": user_agent()}
+            if self._token:
+                headers["Authorization"] = f"Bearer {self._token}"
             # No browser-like headers (Origin, Referer, Sec-Fetch-*): the dashboard refuses POSTs from those.
             self._session = aiohttp.ClientSession(
                 connector=connector, headers=headers, timeout=self._timeout, trust_env=False

@@ -18,6 +18,7 @@ from pathlib import Path
 from cockpit.core.config import schema
 from cockpit.core.config.schema import Items, Key, OneOf, Record, Text
 from cockpit.core.config.settings import config_dir
+from cockpit.core.config.shipped import layouts_dir
 from cockpit.core.config.yaml_file import ConfigFileError
 
 
@@ -78,7 +79,7 @@ def layout_schema(cockpit_panes: Sequence[str], cluster_panes: Sequence[str]) ->
 
 
 def shipped_dir() -> Path:
-    return Path(__file__).resolve().parents[3] / "layouts"
+    return layouts_dir()
 
 
 def layouts_dirs() -> list[Path]:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from cockpit.core.config.settings import config_dir
+from cockpit.core.config.shipped import profiles_dir
 from cockpit.core.config.yaml_file import unsafe_reason
 from cockpit.core.jobs.overrides import (
     SECRET_HOME,
@@ -52,7 +53,7 @@ def search_path(warn: Callable[[str], None] | None = None, dirs: Sequence[Path] 
     group or others may write them: they would decide what a profile name launches. The shipped ones
     belong to the installation.
     """
-    shipped = Path(__file__).resolve().parents[3] / "profiles"
+    shipped = profiles_dir()
     seen: list[Path] = []
     for path in (Path.cwd() / "profiles", config_dir() / "profiles", *dirs, shipped):
         if not path.is_dir() or path.resolve() in [p.resolve() for p in seen]:
@@ -76,7 +77,7 @@ def _candidates(
     reports its error instead of silently handing over to the shipped `demo`. A file another user can
     write (outside the shipped directory) is skipped, with one line to `warn`.
     """
-    shipped = Path(__file__).resolve().parents[3] / "profiles"
+    shipped = profiles_dir()
     claimed: dict[str, tuple[Path, Profile | ProfileError]] = {}
     for directory in search_path(warn, dirs):
         for path in sorted(directory.glob("*.y*ml")):

@@ -21,7 +21,7 @@ import re
 import shlex
 import sys
 from dataclasses import dataclass
-from importlib import metadata
+from importlib import metadata, resources
 from pathlib import Path
 
 from cockpit.core.errors import CockpitError
@@ -138,5 +138,5 @@ def render(request: SlurmRequest, *, tokens: Path | None) -> str:
         "@TOKENS@": q(str(tokens)) if tokens is not None else "''",
         "@JOIN_TIMEOUT@": str(JOIN_TIMEOUT_SECONDS),
     }
-    template = (Path(__file__).with_name("slurm_up.sh")).read_text()
+    template = resources.files("cockpit.core.slurm").joinpath("slurm_up.sh").read_text(encoding="utf-8")
     return re.sub("|".join(re.escape(k) for k in values), lambda m: values[m.group()], template)

@@ -1,4 +1,5 @@
-"""Provides the keys help: every binding of the app, of the screen it was opened from and of its pane."""
+"""Provides the keys help: every binding of the app, of the screen it was opened from and of its pane,
+under a header that names the cockpit's version (what a bug report asks first)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
+
+from cockpit import __version__
 
 
 class HelpScreen(ModalScreen[None]):
@@ -26,11 +29,12 @@ class HelpScreen(ModalScreen[None]):
     def __init__(self, sections: list[tuple[str, list[tuple[str, str]]]]) -> None:
         super().__init__()
         self.sections = sections
+        self.header = f"ray-cockpit {__version__} · Keys"
         self.plain = "\n".join(f"{key} {what}" for _title, keys in sections for key, what in keys)
         """The keys as plain text (for tests and screen readers)."""
 
     def compose(self) -> ComposeResult:
-        parts: list[Text | Table] = [Text("Keys", style="bold")]
+        parts: list[Text | Table] = [Text(self.header, style="bold")]
         for title, keys in self.sections:
             parts.append(Text(f"\n{title}", style="bold"))
             table = Table.grid(padding=(0, 2))
