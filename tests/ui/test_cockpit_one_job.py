@@ -80,9 +80,9 @@ async def test_the_panes_and_the_hang_watch_follow_one_job_on_one_stream(
             # Another screen: the pane leaves the stream; the curves and the hang watch keep it open.
             await pilot.press("1")
             assert isinstance(app.screen, ClusterScreen)
-            assert len(app.driver_logs.logs[key].readers) == 2
+            await until(pilot, lambda: len(app.driver_logs.logs[key].readers) == 2, timeout=30)
             await pilot.pause(1.0)
-            assert streams.open == 1
+            assert streams.open == 1 and app.driver_logs.open_streams(key) == 1
             await pilot.press("0")
             await until(pilot, lambda: len(app.driver_logs.logs[key].readers) == 3, timeout=30)
             await until(pilot, lambda: len(view.buffer) > len(steps) + 3, timeout=60)
