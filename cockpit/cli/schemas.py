@@ -18,7 +18,9 @@ KINDS = ("profile", "layout", "config", "roles")
 
 
 def schemas_dir() -> Path:
-    return Path(__file__).resolve().parents[1] / "schemas"
+    from cockpit.core.config import shipped
+
+    return shipped.schemas_dir()
 
 
 def shipped_path(kind: str) -> Path:

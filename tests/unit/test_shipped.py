@@ -12,8 +12,9 @@ from pathlib import Path
 
 import cockpit
 from cockpit.core.config import shipped
-from cockpit.core.config.layouts import known_layouts, load_layout
+from cockpit.core.config.layouts import known_layouts
 from cockpit.core.jobs import profiles
+from cockpit.ui.layouts import load_layout
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -32,3 +32,8 @@ def profiles_dir() -> Path:
 def layouts_dir() -> Path:
     """The layouts shipped with the cockpit, each `NAME.yaml` with its `NAME.tcss` beside it if styled."""
     return shipped_dir("layouts")
+
+
+def schemas_dir() -> Path:
+    """The JSON Schemas of the cockpit's YAML files (`KIND.schema.json`), for editors."""
+    return Path(str(resources.files("cockpit") / "schemas")).resolve()
