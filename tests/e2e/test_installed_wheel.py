@@ -207,7 +207,7 @@ def test_the_installed_cockpit_runs_from_another_directory(installed: Installed)
     assert re.search(r"^layout: wide\s+# env COCKPIT_LAYOUT", shown.stdout, re.M), shown.stdout
     layout = python(
         installed,
-        "from cockpit.core.config.layouts import load_layout\n"
+        "from cockpit.ui.layouts import load_layout\n"
         "wide = load_layout('wide'); print(wide.css_path); print(len(wide.css)); print(*wide.panes)",
     ).splitlines()
     assert Path(layout[0]).is_relative_to(installed.root) and layout[0].endswith("shipped/layouts/wide.tcss")
