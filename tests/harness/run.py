@@ -110,7 +110,7 @@ def _run_in_process(
     args: list[str], timeout: float, env: Mapping[str, str] | None, cwd: Path | None
 ) -> subprocess.CompletedProcess[str]:
     from cockpit.cli import main
-    from cockpit.core.config import settings
+    from cockpit.cli.common import user_config
 
     out, errors = io.BytesIO(), io.BytesIO()
     stdout = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
@@ -124,7 +124,7 @@ def _run_in_process(
     with open(os.devnull) as stdin, _environment(env), _directory(cwd):
         saved = sys.stdin, sys.stdout, sys.stderr
         sys.stdin, sys.stdout, sys.stderr = stdin, stdout, stderr
-        settings.settings.cache_clear()  # read once per process: this "process" reads it afresh
+        user_config.cache_clear()  # read once per process: this "process" reads it afresh
         signal.signal(signal.SIGALRM, too_long)
         signal.setitimer(signal.ITIMER_REAL, timeout)
         try:
@@ -143,7 +143,7 @@ def _run_in_process(
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
             sys.stdin, sys.stdout, sys.stderr = saved
-            settings.settings.cache_clear()
+            user_config.cache_clear()
     return subprocess.CompletedProcess(
         ["cockpit", *args], code, _decoded(out.getvalue()), _decoded(errors.getvalue())
     )
