@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import resource
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -169,6 +170,28 @@ each is started for its tier (on first use) and stopped right after the last tes
 run first among the session cluster's, so the job (8 actors stepping) is stopped early too."""
 
 
+CLUSTER_PART = ("demo_job", "hung_demo", "ray_cluster")
+"""`--part`: `./scripts/test` runs two pytest processes side by side, one for the tests of the session
+cluster (the tiers of these fixtures) and one for the rest (no cluster, Slurm, Ray versions, ...). Each
+tier keeps its order and its stop-after-the-last-test inside its process. On 2 cores the two overlap: a
+cluster test waits on Ray most of its time (docs/testing.md, "Two processes")."""
+
+
+def _in_part(item: pytest.Item, part: str) -> bool:
+    tier = _tier(item)
+    in_cluster = tier > 0 and TIERS[tier - 1] in CLUSTER_PART
+    return part == "all" or in_cluster == (part == "cluster")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--part",
+        choices=("all", "cluster", "rest"),
+        default="all",
+        help="run only the session cluster's tests (cluster), only the others (rest), or all (default)",
+    )
+
+
 def _tier(item: pytest.Item) -> int:
     """0 for a test needing no heavy fixture, else 1 + the index in TIERS of the first it needs."""
     needs = set(getattr(item, "fixturenames", ()))
@@ -181,6 +204,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     version together), note the last test of each heavy fixture, and, when Ray version heads will be
     needed, build their virtualenvs (those not cached yet) in the background while the tests before them
     run: on a fresh machine each is a `pip install`."""
+    part = config.getoption("part")
+    deselected = [item for item in items if not _in_part(item, part)]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if _in_part(item, part)]
     items.sort(key=_tier)
     last: dict[str, pytest.Item] = {}
     for item in items:
@@ -228,6 +256,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             f"{TIER_NAMES[t]} {_TIER_SECONDS.get(t, 0.0):.0f} s ({counts[t]} tests)" for t in sorted(counts)
         ]
         terminalreporter.write_line(f"time by tier: {' · '.join(parts)} (the budget: docs/testing.md)")
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        terminalreporter.write_line(
+            f"CPU: {own.ru_utime + own.ru_stime:.0f} s in pytest, "
+            f"{children.ru_utime + children.ru_stime:.0f} s in the processes it waited for "
+            "(a figure a busy machine moves much less than wall time)"
+        )
 
 
 @pytest.hookimpl(wrapper=True)
