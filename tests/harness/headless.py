@@ -13,6 +13,7 @@ import os
 import secrets
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +25,8 @@ from cockpit.core.local.record import LocalCluster, LocalNode, save
 from tests.harness.sshd import find_free_port
 
 GPUS_PER_NODE = 2
+NODES_PROGRAM_MARK = b"_cfg = json.loads(sys.argv[1])"
+"""A line of the cockpit's nodes program, as it shows in its command line on the head."""
 
 
 @dataclass(frozen=True)
@@ -123,3 +126,26 @@ def headless_head(state_dir: Path, workers: int = 1) -> Iterator[HeadlessHead]:
                 proc.kill()
                 proc.wait()
         processes.down(directory=state_dir)
+
+
+def programs_on_head() -> list[int]:
+    """The cockpit's node programs still running on the head (this machine)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    if NODES_PROGRAM_MARK in fh.read():
+                        found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+def none_left_on_head(timeout: float = 15.0) -> None:
+    """Fails unless the node programs are gone within TIMEOUT (one ends with its SSH session: its
+    watchdog looks every second)."""
+    deadline = time.monotonic() + timeout
+    while programs_on_head() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert programs_on_head() == []

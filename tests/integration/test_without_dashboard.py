@@ -9,46 +9,19 @@ token from the environment of Ray's own process there, and it never travels.
 from __future__ import annotations
 
 import json
-import os
-import time
 from pathlib import Path
 
 import pytest
 
 from cockpit.core.connect.without_dashboard import sentence
-from tests.harness.headless import GPUS_PER_NODE, HeadlessHead
+from tests.harness.headless import GPUS_PER_NODE, HeadlessHead, none_left_on_head
 from tests.harness.run import run_cockpit
 
 pytestmark = [pytest.mark.ssh, pytest.mark.cluster]
 
-MARK = b"_cfg = json.loads(sys.argv[1])"
-"""A line of the nodes program, as it shows in its command line on the head."""
-
 
 def over_ssh(head: HeadlessHead, config: Path) -> list[str]:
     return ["head-node", "--ssh-config", str(config), "--dashboard-port", str(head.dashboard_port)]
-
-
-def programs_on_head() -> list[int]:
-    """The cockpit's node programs still running on the head (this machine)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                    if MARK in fh.read():
-                        found.append(int(entry))
-            except OSError:
-                continue
-    return found
-
-
-def none_left_on_head() -> None:
-    """The program ends when its SSH session does (its watchdog looks every second)."""
-    deadline = time.monotonic() + 15
-    while programs_on_head() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert programs_on_head() == []
 
 
 def test_wait_then_status_show_the_nodes_and_say_why_once(
