@@ -1,5 +1,5 @@
-"""Provides what the cockpit costs a head that runs Ray without its dashboard: `python bench/without_dashboard.py
-[--seconds S]` (run from the repository root).
+"""Provides what the cockpit costs a head that runs Ray without its dashboard:
+`python bench/without_dashboard.py [--seconds S]` (run from the repository root).
 
 Starts a real head with `--include-dashboard=false` and one node (tests/harness/headless.py), then runs
 the cockpit's programs as they run on such a head (here the head is this machine, so they run as local
@@ -21,14 +21,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cockpit.core.connect.programs import LocalProgram  # noqa: E402
-from cockpit.core.connect.without_dashboard import (  # noqa: E402
+from cockpit.core.connect.programs import LocalProgram
+from cockpit.core.connect.without_dashboard import (
     FAST_START,
     FOLLOW_INTERVAL_S,
     head_program,
     probe_of,
 )
-from tests.harness.headless import headless_head, programs_on_head  # noqa: E402
+from tests.harness.headless import headless_head, programs_on_head
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
