@@ -34,7 +34,6 @@ from typing import Any
 from cockpit.core.cluster import parse
 from cockpit.core.cluster.errors import DashboardUnreachable
 from cockpit.core.connect.programs import NodeProgram, SshProgram
-from cockpit.core.errors import CockpitError
 from cockpit.core.snapshots import NodeSnapshot
 
 HEAD_PYTHON = "python3"
@@ -270,8 +269,8 @@ class HeadOverSsh:
     async def why_unreachable(self) -> str | None:
         """The sentence to say when the head runs Ray without its dashboard, else None (the dashboard
         crashed, is starting, or the port is wrong: the usual error stands)."""
-        try:
-            program = await self._start(head_program(self.port, None))
+        try:  # a half-dead link may hang the start: bounded like the answer
+            program = await asyncio.wait_for(self._start(head_program(self.port, None)), ANSWER_TIMEOUT_S)
         except Exception:  # a question on the side (SSH or asyncssh errors): the usual error stands
             return None
         try:
@@ -308,9 +307,12 @@ class HeadOverSsh:
         self._changed.clear()
         self._heard_at = time.monotonic()
         try:
-            self._program = await self._start(head_program(self.port, FOLLOW_INTERVAL_S))
-        except (CockpitError, OSError) as exc:
-            raise DashboardUnreachable(f"cannot ask the head's Ray on {self.label}: {exc}") from None
+            self._program = await asyncio.wait_for(
+                self._start(head_program(self.port, FOLLOW_INTERVAL_S)), ANSWER_TIMEOUT_S
+            )
+        except Exception as exc:  # an SSH or OS error starting it (asyncssh's own too): one sentence
+            reason = str(exc) or f"no session within {ANSWER_TIMEOUT_S:.0f} s"
+            raise DashboardUnreachable(f"cannot ask the head's Ray on {self.label}: {reason}") from None
         self._reader = asyncio.get_running_loop().create_task(self._read(self._program))
 
     async def _wait_first(self) -> None:
