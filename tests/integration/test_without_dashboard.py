@@ -24,6 +24,22 @@ def over_ssh(head: HeadlessHead, config: Path) -> list[str]:
     return ["head-node", "--ssh-config", str(config), "--dashboard-port", str(head.dashboard_port)]
 
 
+@pytest.mark.parametrize(
+    "command",
+    [["jobs"], ["actors"], ["logs", "raysubmit_x"], ["stop", "raysubmit_x"]],
+    ids=lambda c: c[0],
+)
+def test_what_needs_the_dashboard_says_why_in_one_line(
+    command: list[str], headless_head: HeadlessHead, headless_ssh_config: Path
+) -> None:
+    target, *flags = over_ssh(headless_head, headless_ssh_config)
+    done = run_cockpit(command[0], target, *command[1:], *flags)
+    assert done.returncode == 1
+    assert done.stderr == f"cockpit: {sentence('head-node')}\n"
+    none_left_on_head()
+
+
+# Last in the file: the node joining the head meanwhile (started with it) is what `cockpit wait` waits for.
 def test_wait_then_status_show_the_nodes_and_say_why_once(
     headless_head: HeadlessHead, headless_ssh_config: Path
 ) -> None:
@@ -49,19 +65,4 @@ def test_wait_then_status_show_the_nodes_and_say_why_once(
     assert doc["alive_nodes"] == 2 and doc["gpus"] == gpus and doc["jobs"] is None
     assert sorted(n["is_head"] for n in doc["nodes"]) == [False, True]
     assert all(n["state"] == "ALIVE" and n["gpus"] == GPUS_PER_NODE for n in doc["nodes"])
-    none_left_on_head()
-
-
-@pytest.mark.parametrize(
-    "command",
-    [["jobs"], ["actors"], ["logs", "raysubmit_x"], ["stop", "raysubmit_x"]],
-    ids=lambda c: c[0],
-)
-def test_what_needs_the_dashboard_says_why_in_one_line(
-    command: list[str], headless_head: HeadlessHead, headless_ssh_config: Path
-) -> None:
-    target, *flags = over_ssh(headless_head, headless_ssh_config)
-    done = run_cockpit(command[0], target, *command[1:], *flags)
-    assert done.returncode == 1
-    assert done.stderr == f"cockpit: {sentence('head-node')}\n"
     none_left_on_head()
