@@ -20,7 +20,9 @@ from tests.harness.slurm import SlurmCluster, missing_slurm_binaries, start_slur
 
 if TYPE_CHECKING:  # (the harness modules that import Ray or Textual load only when a fixture runs)
     from tests.harness.hang_jobs import HungJob
+    from tests.harness.headless import HeadlessHead
     from tests.harness.run import FinishedRun
+    from tests.harness.sshd import SshServer
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "ray-2.60-samples"
 """Dashboard responses captured from Ray 2.60 (../shared beside the checkout)."""
@@ -163,7 +165,7 @@ def no_user_role_table(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
     yield from _env_pointing_at("COCKPIT_ROLES", tmp_path_factory.mktemp("no-roles") / "roles.yaml")
 
 
-TIERS = ("slurm", "ray_head", "demo_job", "hung_demo", "ray_cluster")
+TIERS = ("slurm", "ray_head", "headless_head", "demo_job", "hung_demo", "ray_cluster")
 """The heavy session fixtures, in the order their tests run, after every test that needs none of them:
 each is started for its tier (on first use) and stopped right after the last test that needs it
 (`pytest_runtest_teardown`), so no cluster idles under tests that do not use it. The demo job's tests
@@ -235,7 +237,15 @@ _LAST_USERS = pytest.StashKey[dict[int, list[str]]]()
 _TIER_OF: dict[str, int] = {}
 """Test id -> its tier, for the time summary."""
 _TIER_SECONDS: dict[int, float] = {}
-TIER_NAMES = ("no cluster", "Slurm", "Ray versions", "demo job", "hung job", "session cluster")
+TIER_NAMES = (
+    "no cluster",
+    "Slurm",
+    "Ray versions",
+    "head without dashboard",
+    "demo job",
+    "hung job",
+    "session cluster",
+)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -278,6 +288,38 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
             for fixturedef in info.name2fixturedefs.get(name, ()):
                 fixturedef.finish(request)
     return result
+
+
+@pytest.fixture(scope="session")
+def headless_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HeadlessHead]:
+    """A real head started with `--include-dashboard=false` (token auth on) and one node joining it, in
+    its own state directory, for the tests of a head without its dashboard (CLI and TUI, over SSH);
+    stopped after the last of them (its tier)."""
+    from tests.harness.headless import headless_head as start
+
+    with start(tmp_path_factory.mktemp("headless-state")) as head:
+        yield head
+
+
+@pytest.fixture(scope="session")
+def headless_sshd(
+    tmp_path_factory: pytest.TempPathFactory, headless_head: HeadlessHead
+) -> Iterator[SshServer]:
+    """The sshd in front of the head without a dashboard (`head-node` in `headless_ssh_config`)."""
+    from tests.harness.sshd import start_sshd
+
+    server = start_sshd(tmp_path_factory.mktemp("headless-sshd"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def headless_ssh_config(tmp_path_factory: pytest.TempPathFactory, headless_sshd: SshServer) -> Path:
+    path = tmp_path_factory.mktemp("headless-ssh-config") / "config"
+    path.write_text(headless_sshd.ssh_config_entry("head-node"))
+    return path
 
 
 @pytest.fixture(scope="session")

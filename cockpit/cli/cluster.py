@@ -168,15 +168,23 @@ def status(args: argparse.Namespace) -> int:
 
 
 async def _status(target: Target, options: ConnectOptions, as_json: bool) -> int:
+    from cockpit.core.cluster.errors import DashboardOff
     from cockpit.core.cluster.join import JoinProgress
     from cockpit.core.connect.connection import open_connection
     from cockpit.core.snapshots import NA
 
     async with open_connection(target, options) as connection:
         client = connection.client
-        info, nodes, jobs = await asyncio.gather(
-            client.cluster_info(), client.nodes(fresh=True), client.jobs()
-        )
+        try:
+            info, nodes, jobs = await asyncio.gather(
+                client.cluster_info(), client.nodes(fresh=True), client.jobs()
+            )
+        except DashboardOff as off:
+            if connection.head is None:
+                raise
+            # Nodes and join progress from the head's own Ray over SSH; the rest needs the dashboard.
+            nodes = await connection.head.nodes()
+            return _status_without_dashboard(target, connection.slurm, nodes, str(off), as_json)
         url = client.display_url
     job = connection.slurm
     progress = JoinProgress.of(nodes, job.num_nodes, job.gpus) if job else JoinProgress.of(nodes)
@@ -213,6 +221,43 @@ async def _status(target: Target, options: ConnectOptions, as_json: bool) -> int
     print_nodes(nodes)
     if jobs:
         print("jobs: " + ", ".join(f"{count} {status}" for status, count in sorted(job_counts.items())))
+    return EXIT_OK
+
+
+def _status_without_dashboard(
+    target: Target, job: SlurmJob | None, nodes: tuple[NodeSnapshot, ...], why: str, as_json: bool
+) -> int:
+    """`cockpit status` of a head that runs Ray without its dashboard: its nodes and join progress (from
+    its GCS, over SSH), the one line that says so on stderr, no Ray version and no jobs."""
+    from cockpit.core.cluster.join import JoinProgress
+
+    progress = JoinProgress.of(nodes, job.num_nodes, job.gpus) if job else JoinProgress.of(nodes)
+    err(f"note: {why}")
+    if as_json:
+        doc: dict[str, Any] = {
+            "target": target.raw,
+            "dashboard": None,
+            "without_dashboard": why,
+            "ray_version": None,
+            "python_version": None,
+            "session_name": None,
+            "alive_nodes": progress.alive_nodes,
+            "dead_nodes": len(progress.dead),
+            "gpus": progress.alive_gpus,
+            "nodes": [_node_json(n) for n in nodes],
+            "jobs": None,
+        }
+        if job is not None:
+            doc["slurm"] = slurm_json(job)
+        print(json.dumps(doc, indent=2))
+        return EXIT_OK
+    print(f"{target.raw}  no dashboard: nodes from the head's Ray over SSH")
+    if job is not None:
+        print(slurm_line(job))
+    print(progress.summary())
+    for line in progress.death_lines():
+        print(f"  {line}")
+    print_nodes(nodes)
     return EXIT_OK
 
 

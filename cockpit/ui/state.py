@@ -72,6 +72,9 @@ class ConnectionState:
     """One line on why (retrying, reconnecting, refused ...), empty when all is well."""
     exposure: str | None = None
     """A warning when the dashboard accepts anyone (no token auth, reachable beyond loopback)."""
+    without_dashboard: str = ""
+    """The one line saying the head runs Ray without its dashboard (nodes come over SSH; jobs, logs and
+    actors are unavailable), empty while there is a dashboard."""
 
     @property
     def stale(self) -> bool:

@@ -15,6 +15,7 @@ from pathlib import Path
 import asyncssh
 
 from cockpit.core.cluster.errors import (
+    DashboardOff,
     DashboardUnreachable,
     LogStalled,
     RequestRejected,
@@ -26,6 +27,7 @@ from cockpit.core.config.layouts import LayoutError
 from cockpit.core.config.role_table import RolesError
 from cockpit.core.config.settings import ConfigError
 from cockpit.core.config.yaml_file import ConfigFileError
+from cockpit.core.connect.without_dashboard import sentence
 from cockpit.core.debug.errors import AttachError, DapBusy, DapClosed, DapError, PdbError
 from cockpit.core.doctor.errors import SelectionError, StackParseError
 from cockpit.core.errors import CockpitError
@@ -75,6 +77,8 @@ CASES = [
     # The dashboard.
     Case("unreachable", lambda: DashboardUnreachable("cannot reach the Ray dashboard at x"), False),
     Case("log-stalled", lambda: LogStalled("the log stream stalled"), False),
+    # The head runs Ray without its dashboard: only a restart of Ray brings what needs it.
+    Case("dashboard-off", lambda: DashboardOff(sentence("head-node")), True),
     Case("rate-limited", _http(429, "Max number of in-progress requests=100 reached"), False),
     Case("http-500-no-reason", _http(500, "Server got itself in trouble"), False),
     Case("http-503", _http(503, "Service Unavailable"), False),

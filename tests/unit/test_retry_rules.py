@@ -78,7 +78,9 @@ def node(i: int) -> NodeSnapshot:
 
 @dataclass
 class _Client:
-    async def nodes(self) -> tuple[NodeSnapshot, ...]:
+    without_dashboard = None
+
+    async def nodes(self, fresh: bool = False) -> tuple[NodeSnapshot, ...]:
         return (node(0), node(1))
 
 
@@ -87,6 +89,7 @@ class _Connection:
     client: _Client
     slurm: None = None
     link: None = None
+    head: None = None
 
 
 class FailingHead:

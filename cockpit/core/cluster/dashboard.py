@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -45,6 +46,7 @@ from cockpit.core.cluster.answers import (
 from cockpit.core.cluster.errors import (
     OLD_LOG_ERROR,
     DashboardError,
+    DashboardOff,
     DashboardUnreachable,
     LogStalled,
     NotFound,
@@ -85,6 +87,8 @@ LOG_TEXT_FORMAT = ("format", "text")
 data, `0` error: its default `leading_1` format) unless asked for plain text; Ray 2.60 ignores it."""
 LOG_READ_DEADLINE_S = 600
 """How long the dashboard may take over one `/api/v0/logs/file` read (its own default is 30 s)."""
+ASK_WHY_EVERY_S = 30.0
+"""How often, at most, the client asks why nothing answers (`why_unreachable`: a program run on the head)."""
 
 
 def user_agent() -> str:
@@ -124,6 +128,9 @@ class DashboardClient:
         label: how errors name the dashboard (e.g. the SSH target), instead of `base_url`.
         link_status: says why the link under the client is down (e.g. "SSH reconnecting, attempt 3"),
             or None while it is up; used in the error when the dashboard cannot be reached.
+        why_unreachable: asked (at most every `ASK_WHY_EVERY_S`) when nothing answers at the address:
+            a sentence when the head runs Ray without its dashboard, else None. Once it said so, every
+            request raises `DashboardOff` with that sentence at once, without asking the head.
     """
 
     def __init__(
@@ -135,8 +142,14 @@ class DashboardClient:
         timeout: float = 10.0,
         label: str | None = None,
         link_status: Callable[[], str | None] | None = None,
+        why_unreachable: Callable[[], Awaitable[str | None]] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.without_dashboard: str | None = None
+        """Why there is no dashboard to ask (the head runs Ray without it), once `why_unreachable` said."""
+        self._why_unreachable = why_unreachable
+        self._asked_why_at: float | None = None
+        self._asking_why = asyncio.Lock()
         self._label = label
         self._link_status = link_status
         self._token = token
@@ -189,6 +202,7 @@ class DashboardClient:
         raw: bool = False,
         timeout: aiohttp.ClientTimeout | None = None,
     ) -> Any:
+        self._check_dashboard_on()
         url = f"{self.base_url}{path}"
         sendable(params or (), path)
         limits = timeout or self._timeout
@@ -225,10 +239,29 @@ class DashboardClient:
                 raise DashboardUnreachable(
                     f"cannot reach the Ray dashboard at {self.display_url}: {link}."
                 ) from None
+            await self._ask_why()
             reason = str(exc).split(" [")[0] or type(exc).__name__
             raise DashboardUnreachable(
                 f"cannot reach the Ray dashboard at {self.display_url} ({reason}); is the cluster up?"
             ) from None
+
+    def _check_dashboard_on(self) -> None:
+        if self.without_dashboard is not None:
+            raise DashboardOff(self.without_dashboard)
+
+    async def _ask_why(self) -> None:
+        """Nothing answered: ask the head why (once at a time, at most every `ASK_WHY_EVERY_S`); raise
+        `DashboardOff` when it runs Ray without its dashboard."""
+        if self._why_unreachable is None:
+            return
+        async with self._asking_why:
+            now = time.monotonic()
+            if self.without_dashboard is None and (
+                self._asked_why_at is None or now - self._asked_why_at >= ASK_WHY_EVERY_S
+            ):
+                self._asked_why_at = now
+                self.without_dashboard = await self._why_unreachable()
+        self._check_dashboard_on()
 
     async def _get(self, path: str, params: Sequence[tuple[str, str]] | None = None) -> Any:
         return await self._request("GET", path, params=params)
@@ -460,6 +493,7 @@ class DashboardClient:
         replay_bytes: int = 0,
     ) -> AsyncIterator[bytes]:
         """The body of a log answer in chunks as they arrive; a limit on each wait, none on the total."""
+        self._check_dashboard_on()
         url = f"{self.base_url}{path}"
         params = [*params, LOG_TEXT_FORMAT]
         sendable(params, path)
@@ -511,6 +545,8 @@ class DashboardClient:
         except (aiohttp.ClientError, OSError) as exc:
             # Refused, reset, or cut mid-answer (ClientPayloadError: the dashboard ended its read early).
             link = self._link_status() if self._link_status is not None else None
+            if not link and not arrived:
+                await self._ask_why()
             what = "log stream" if path.endswith("/stream") else "log read"
             raise DashboardUnreachable(
                 f"the {what} from {self.display_url} dropped ({link or type(exc).__name__})."

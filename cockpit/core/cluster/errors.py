@@ -35,6 +35,13 @@ class DashboardUnreachable(DashboardError):
     permanent = False
 
 
+class DashboardOff(DashboardError):
+    """The head runs Ray without its dashboard (`ray start --head --include-dashboard=false`, as Ray
+    advises for large clusters): what only the dashboard serves (jobs, logs, actors) cannot be had there.
+    Permanent: only restarting Ray with its dashboard brings it. Nodes and join progress still come, over
+    SSH from the head's own Ray (`cockpit.core.connect.without_dashboard`)."""
+
+
 class AuthenticationRequired(DashboardError):
     """401: no token was sent to a cluster that wants one (permanent: the user must give one)."""
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from cockpit.core.cluster.dashboard import DashboardClient, load_token
-from cockpit.core.cluster.errors import DashboardUnreachable
+from cockpit.core.cluster.errors import DashboardOff, DashboardUnreachable
+from cockpit.core.connect.without_dashboard import HeadOverSsh, ssh_starter
 from cockpit.core.errors import CockpitError
 from cockpit.core.local import record
 from cockpit.core.ssh.errors import UnknownHostKey
@@ -17,6 +18,7 @@ from cockpit.core.targets import Target
 
 if TYPE_CHECKING:
     from cockpit.core.slurm.queue import SlurmJob
+    from cockpit.core.snapshots import NodeSnapshot
 
     # asyncssh costs ~100 ms and ~15 MiB to import: only SSH targets load it (see BENCHMARKS.md).
     from cockpit.core.ssh.link import SshLink
@@ -47,6 +49,27 @@ class Connection:
     link: SshLink | None = None
     slurm: SlurmJob | None = None
     """For `slurm:` targets: the job as it was when the connection opened (running)."""
+    head: HeadOverSsh | None = None
+    """For SSH and `slurm:` targets: the head itself, asked why its dashboard does not answer and, when
+    it runs Ray without one (`client.without_dashboard` says so), for its nodes."""
+
+
+async def cluster_nodes(connection: Connection, fresh: bool = False) -> tuple[NodeSnapshot, ...]:
+    """Every node the cluster knows: from the dashboard, or, where the head runs Ray without one (over
+    SSH), from the head's own Ray (`HeadOverSsh.nodes`: membership and resources, no host statistics).
+
+    Raises:
+        DashboardError: the dashboard did not answer (and the head did not say it runs without one).
+    """
+    head = connection.head
+    if head is None or connection.client.without_dashboard is None:
+        try:
+            return await connection.client.nodes(fresh=fresh)
+        except DashboardOff:
+            if head is None:
+                raise
+    assert head is not None
+    return await head.nodes()
 
 
 async def _start_link(target: Target, opts: ConnectOptions) -> SshLink:
@@ -98,6 +121,7 @@ async def open_connection(target: Target, options: ConnectOptions | None = None)
     opts = options or ConnectOptions()
     link: SshLink | None = None
     job: SlurmJob | None = None
+    head: HeadOverSsh | None = None
     # Files and a /proc scan (`_holds_its_port`): off the event loop, which may be drawing the TUI.
     cluster = await asyncio.to_thread(record.load)
     if target.kind == "local":
@@ -124,6 +148,7 @@ async def open_connection(target: Target, options: ConnectOptions | None = None)
             job, target, opts = await _slurm_head(target, opts)
         token = await asyncio.to_thread(_token_of, opts, job)
         link = await _start_link(target, opts)
+        head = HeadOverSsh(target.raw, opts.dashboard_port, ssh_starter(link.start_process))
         client = DashboardClient(
             "http://dashboard",
             token=token,
@@ -131,15 +156,18 @@ async def open_connection(target: Target, options: ConnectOptions | None = None)
             timeout=opts.timeout,
             label=f"{target.raw} (ssh → 127.0.0.1:{opts.dashboard_port})",
             link_status=link.status_line,
+            why_unreachable=head.why_unreachable,
         )
     try:
         if opts.token_file and opts.on_notice is not None:
             notice = await _unused_token(client)
             if notice:
                 opts.on_notice(notice)
-        yield Connection(client=client, link=link, slurm=job)
+        yield Connection(client=client, link=link, slurm=job, head=head)
     finally:
         await client.close()
+        if head is not None:
+            await head.close()
         if link is not None:
             await link.close()
 

@@ -18,7 +18,7 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
 
 from cockpit.core.cluster.join import JoinProgress
-from cockpit.core.connect.connection import Connection, ConnectOptions, open_connection
+from cockpit.core.connect.connection import Connection, ConnectOptions, cluster_nodes, open_connection
 from cockpit.core.errors import CockpitError, is_permanent
 from cockpit.core.slurm import queue as slurm
 from cockpit.core.targets import Target
@@ -94,7 +94,8 @@ async def wait_for_shape(
                     if connection.slurm is not None:  # the allocation's shape, unless given
                         nodes = nodes or connection.slurm.num_nodes
                         gpus = gpus if gpus is not None else connection.slurm.gpus
-                progress = JoinProgress.of(await connection.client.nodes(), nodes, gpus)
+                # A head without its dashboard gives its nodes over SSH: the join gate works there too.
+                progress = JoinProgress.of(await cluster_nodes(connection), nodes, gpus)
             except CockpitError as exc:
                 if is_permanent(exc):
                     raise

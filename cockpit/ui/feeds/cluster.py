@@ -20,12 +20,13 @@ from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
 
 from cockpit.core.cluster.dashboard import DashboardClient
+from cockpit.core.cluster.errors import DashboardOff
 from cockpit.core.cluster.versions import range_warning
 from cockpit.core.connect.connection import Connection, ConnectOptions, exposure_warning, open_connection
 from cockpit.core.errors import CockpitError, is_permanent
 from cockpit.core.slurm import queue as slurm
 from cockpit.core.slurm.queue import SlurmJob, SlurmNotRunning
-from cockpit.core.snapshots import ClusterSnapshot, JobRow
+from cockpit.core.snapshots import ClusterSnapshot, JobRow, NodeSnapshot
 from cockpit.core.ssh.errors import UnknownHostKey
 from cockpit.core.units import duration
 from cockpit.ui.feeds import NOT_RETRYING, start_worker
@@ -126,6 +127,7 @@ class ClusterFeed:
         """Close a connection that cannot recover (auth refused, host key changed); `r` opens a new one
         and reads the token file again."""
         connection, self._connection = self._connection, None
+        self.state.connection.without_dashboard = ""  # the next connection finds out again
         if connection is not None:
             await self._stack.aclose()
             self._stack = AsyncExitStack()
@@ -164,16 +166,10 @@ class ClusterFeed:
             if state.target.kind == "slurm" and not await self._slurm_job_alive():
                 return
             client = await self.dashboard()
-            if state.info is None:
-                state.info = await client.cluster_info()
-                self.app.post_message(StateChanged("info"))
-                warning = range_warning(state.info.ray_version)
-                if warning:
-                    self.app.notify(clean(warning), severity="warning", timeout=12, markup=False)
-            if self._polls % JOB_POLL_EVERY == 0 or state.needs("jobs"):
-                nodes, self._jobs = await asyncio.gather(client.nodes(fresh=self._polls == 0), client.jobs())
-            else:
-                nodes = await client.nodes()
+            try:
+                nodes = await self._from_dashboard(client)
+            except DashboardOff:
+                nodes = await self._from_head(client)
             running = any(job.status == "RUNNING" for job in self._jobs)
             fleet = await self.gpus.after_poll(client, nodes, poll, running)
         except UnknownHostKey as unknown:
@@ -202,6 +198,32 @@ class ClusterFeed:
         progress = state.join_progress()
         joining = progress is not None and not progress.ready
         self._schedule(NODE_POLL_SECONDS if joining else max(NODE_POLL_SECONDS, self.steady_seconds))
+
+    async def _from_dashboard(self, client: DashboardClient) -> tuple[NodeSnapshot, ...]:
+        """Nodes (and jobs, when due) from the dashboard; the cluster's info on the first poll."""
+        state = self.state
+        if client.without_dashboard is not None:
+            raise DashboardOff(client.without_dashboard)
+        if state.info is None:
+            state.info = await client.cluster_info()
+            self.app.post_message(StateChanged("info"))
+            warning = range_warning(state.info.ray_version)
+            if warning:
+                self.app.notify(clean(warning), severity="warning", timeout=12, markup=False)
+        if self._polls % JOB_POLL_EVERY == 0 or state.needs("jobs"):
+            nodes, self._jobs = await asyncio.gather(client.nodes(fresh=self._polls == 0), client.jobs())
+            return nodes
+        return await client.nodes()
+
+    async def _from_head(self, client: DashboardClient) -> tuple[NodeSnapshot, ...]:
+        """The head runs Ray without its dashboard: its nodes from its own Ray over SSH, no jobs, and the
+        one line that says so (the status bar on every screen; Jobs, Logs and Actors in their body)."""
+        connection = await self.connection()
+        if connection.head is None or client.without_dashboard is None:
+            raise DashboardOff(client.without_dashboard or "the head runs Ray without its dashboard.")
+        self._jobs = ()
+        self.state.connection.without_dashboard = client.without_dashboard
+        return await connection.head.nodes()
 
     # -- a cluster inside a Slurm job ------------------------------------------------------------
 

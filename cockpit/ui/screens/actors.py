@@ -121,6 +121,10 @@ class ActorsScreen(CockpitScreen):
     def refresh_view(self) -> None:
         table = self.state.actor_table
         self._show_pending()
+        without = self.state.connection.without_dashboard
+        if without:  # the actor list is the dashboard's (its State API)
+            self.query_one("#actor-counts", TextLine).show(plain(f"actors unavailable: {without}", "bold"))
+            return
         if table is None:
             error = self.state.stuck.error
             self.query_one("#actor-counts", TextLine).show(

@@ -92,11 +92,16 @@ class JobsScreen(CockpitScreen):
         table = self.query_one("#jobs-table", KeyedTable)
         table.set_class(self.state.connection.stale, "stale")
         hint = self.query_one("#jobs-hint", KeyHints)
+        without = self.state.connection.without_dashboard
+        if without:  # the jobs API is the dashboard's: say why there is no list, not "no jobs yet"
+            hint.show(plain(f"jobs unavailable: {without}", "bold"))
         if snapshot is None:
             return
         now = time.time()
         keys = [job.key for job in snapshot.jobs]
         table.show_rows((job.key, job_cells(job, now)) for job in snapshot.jobs)  # newest first
+        if without:
+            return
         hint.show(
             Text.assemble(
                 "no jobs yet: press ",

@@ -232,7 +232,10 @@ class LogsScreen(CockpitScreen):
         self._describe()
 
     def _describe(self) -> None:
-        if not self.sources:
+        without = self.state.connection.without_dashboard
+        if not self.sources and without:  # logs come through the dashboard's State API
+            text = f"logs unavailable: {without}"
+        elif not self.sources:
             text = "no log yet: pick a job with j (no job has a driver log)"
         else:
             labels = " + ".join(s.label for s in self.sources)

@@ -103,7 +103,8 @@ class StatusBar(Static):
         self.target = clean(state.target_label)
         self.ray_version = clean(state.info.ray_version) if state.info else ""
         self.state = connection.phase
-        self.detail = clean(" · ".join(t for t in (connection.exposure, connection.detail) if t))
+        said = (connection.exposure, connection.without_dashboard, connection.detail)
+        self.detail = clean(" · ".join(t for t in said if t))
         self.data_time = state.snapshot.fetched_at if state.snapshot else None
         self.screen_title = screen_title
         self.stuck = stuck_warning(state)
