@@ -478,7 +478,7 @@ class MultiHost:
         if workers and self.with_ray:
             for worker in self.workers:
                 self.stop_ray(worker)
-            list(self._pool.map(self._ray_start, self.workers))
+            self._start_workers()
             self.wait_nodes()
 
     # -- start and stop ---------------------------------------------------------------------------
@@ -531,11 +531,10 @@ class MultiHost:
         boots = {h.name: self._pool.submit(boot, h) for h in self.hosts.values()}
         if self.with_ray:
             # The head first: a worker's `ray start` gives up when the head's node is not in the GCS within
-            # its own wait, and the head's raylet registers only once the head's dashboard is up. Every
-            # worker at once after that.
+            # its own wait, and the head's raylet registers only once the head's dashboard is up.
             boots["head"].result()
             self._ray_start(self.head)
-            _raise_first([self._pool.submit(self._ray_start, w) for w in self.workers])
+            self._start_workers()
         _raise_first(list(boots.values()))
         self.timings["sshd"] = max(self._sshd_ready.values()) - sshd_started
         if self.with_ray:
@@ -543,6 +542,20 @@ class MultiHost:
             self.timings["ray"] = time.monotonic() - sshd_started
         self.start_cpu_seconds = sum(_cpu_seconds(pid) for h in self.hosts.values() for pid in h.pids())
         self.timings["total"] = time.monotonic() - began
+
+    def _start_workers(self) -> None:
+        """Start the workers' Ray nodes one after the other, each as soon as the one before is past its
+        raylet's 15 s wait for its dashboard agent (the agent wrote its port file): several nodes'
+        Python imports at once on two cores would make every agent late."""
+        started = []
+        for worker in self.workers:
+            started.append(self._pool.submit(self._ray_start, worker))
+            deadline = time.monotonic() + START_TIMEOUT
+            while not started[-1].done() and not self._closing and time.monotonic() < deadline:
+                if any(worker.ray_temp_dir.glob("session_*/dashboard_agent_listen_port_*")):
+                    break
+                time.sleep(0.1)
+        _raise_first(started)
 
     def _make_namespace(self, host: Host) -> None:
         netns.ip("netns", "add", host.netns)

@@ -60,6 +60,25 @@ def test_status_through_the_jump_host_shows_each_node_with_its_own_ip_and_host_n
     assert cluster.logins(cluster.head)[head_logins:] == [cluster.jump.ip]
 
 
+async def test_the_cluster_screen_shows_each_node_with_its_own_ip_and_host_name(multihost: MultiHost) -> None:
+    from cockpit.ui.app import CockpitApp
+    from cockpit.ui.screens.cluster import ClusterScreen
+    from cockpit.ui.widgets.node_table import NodeTable
+
+    cluster = multihost
+    wanted = {h.ip: h.hostname for h in cluster.ray_hosts}
+    app = CockpitApp(parse_target(cluster.target), cluster.connect_options())
+    async with app.run_test(size=(160, 30)) as pilot:
+        assert isinstance(app.screen, ClusterScreen)
+        table = app.screen.query_one(NodeTable)
+
+        def shown() -> dict[str, str]:
+            rows = (table.get_row(key) for key in table.rows)
+            return {str(cells[2]): str(cells[1]) for cells in rows}
+
+        await until(pilot, lambda: shown() == wanted, timeout=60)
+
+
 def test_stacks_reach_each_worker_host_through_the_head_by_its_own_address(
     multihost: MultiHost, multihost_job: str
 ) -> None:
