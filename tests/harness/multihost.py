@@ -26,9 +26,26 @@ Use::
         with cluster.link_cut(cluster.workers[0]):  # faults: see the methods under "Faults"
             ...
 
-Faults: `cut_link`/`restore_link` (`link_cut`), `slow_link`/`clear_slow_link` (tc netem; `netem_available`
-and `netem_reason` say whether the kernel has it), `stop_sshd`/`start_sshd`, `change_host_key`,
-`kill_host`/`start_host`, `kill_dashboard`, `restart_head`.
+What a test reaches (all on `MultiHost`):
+
+* hosts: `jump`, `head`, `workers`, `ray_hosts` (head first), `host(name or host name or IP)`; each `Host`
+  has `name`, `hostname`, `ip`, `netns`, `root` (its files), `sshd_log`, `ray_logs`, `pids()`.
+* the cockpit's side: `target` (`"head"`), `cli_args()`, `connect_options()`, `ssh_config`, `known_hosts`,
+  `client_key`, `token_file`, `login_ip`.
+* inside the cluster: `run(host, *argv)` / `popen(host, argv)` (a command on that host), `connect(host,
+  ip, port)` (a TCP connection from a host, or from the login side with None), `dashboard(path[, body])`
+  (the head's REST API from the head), `alive_nodes()`, `wait_nodes()`, `submit_job(entrypoint, id)`,
+  `job_logs(id)`, `dashboard_pid()`, `logins(host)` (where each SSH login its sshd accepted came from).
+* faults: `cut_link`/`restore_link` (`link_cut`), `slow_link`/`clear_slow_link` (tc netem; where the kernel
+  has none, `netem_available` is False, `netem_reason` says why and `slow_link` raises NetemUnavailable),
+  `stop_sshd`/`start_sshd`, `change_host_key` (then `trust_host_keys` to make it whole), `kill_host`/
+  `start_host`, `stop_ray` (a host's Ray alone), `kill_dashboard`, `restart_head(workers=True)` (a new Ray
+  session at the same address, the workers joined again).
+* what the start cost: `timings` (seconds by phase), `start_cpu_seconds`.
+
+A fault test that leaves a host broken makes it whole before it ends (`restore_link`, `start_sshd`,
+`start_host`, `trust_host_keys`): the cluster is shared by the session. `restart_head` ends every job,
+the session's `multihost_job` included.
 
 Cleanup: `close()` (the `with` block, an atexit hook, SIGTERM) kills every process inside the run's
 namespaces (`ip netns pids`: Ray, sshd, the commands run there) and deletes the namespaces, the bridge and
