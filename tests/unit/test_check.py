@@ -60,8 +60,12 @@ CAPTURED = {
 }
 """What the program printed on a GPU node (the shape of its facts line, values of a real H100 node)."""
 
-REFUSED = "Error: Permission Denied (os error 13)"
-"""py-spy's own words when the kernel refuses the attach."""
+REFUSED = (
+    "Failed to get process executable name. Check that the process is running. "
+    "(Permission denied (os error 13))"
+)
+"""What the program makes of py-spy's words when the kernel refuses the attach (captured here: py-spy
+without CAP_SYS_PTRACE against a process holding more capabilities)."""
 
 
 def facts(**changes: object) -> NodeFacts:

@@ -112,15 +112,28 @@ def _attach(spy, pid):
         return {"ok": False, "error": "py-spy did not start (%s)" % exc}
     if done.returncode == 0:
         return {"ok": True, "error": ""}
-    text = (done.stderr.decode("utf-8", "replace") + "\n" + done.stdout.decode("utf-8", "replace"))
-    lines = [l.strip() for l in text.splitlines() if l.strip() and "backtrace" not in l.lower()]
+    # py-spy's error, and the first cause under it: a refused ptrace often shows only there ("Failed to
+    # get process executable name" / "Caused by: 0: Permission denied (os error 13)").
+    text = done.stderr.decode("utf-8", "replace") + "\n" + done.stdout.decode("utf-8", "replace")
+    text = text.split("Stack backtrace:")[0]
+    lines = [l.strip() for l in text.splitlines() if l.strip()]
     error = lines[0] if lines else "py-spy failed (status %d)" % done.returncode
+    if error.startswith("Error: "):
+        error = error[len("Error: "):]
+    if "Caused by:" in lines:
+        causes = lines[lines.index("Caused by:") + 1:]
+        if causes:
+            error += " (%s)" % causes[0].split(": ", 1)[-1]
     return {"ok": False, "error": error[:400]}
 
 def _debugpy():
     try:
         import debugpy
-        return {"version": str(getattr(debugpy, "__version__", "") or "unknown"), "error": ""}
+        version = getattr(debugpy, "__version__", None)
+        if not isinstance(version, str) or not version:
+            # A directory named debugpy without the package in it (an empty namespace package).
+            return {"version": "", "error": "`import debugpy` finds no debugpy package (no __version__)"}
+        return {"version": version, "error": ""}
     except Exception as exc:
         return {"version": "", "error": ("%s: %s" % (type(exc).__name__, exc))[:300]}
 
