@@ -393,3 +393,22 @@ def test_py_spy_missing_from_the_path_is_found_missing(
     assert read is not None and read.py_spy == ""
     found = py_spy_finding("here", read)
     assert found.status == "fail" and str(python) in found.detail
+
+
+def test_no_cluster_is_one_failed_line_and_exit_1(tmp_path: Path) -> None:
+    import os
+
+    from tests.harness.run import run_cockpit
+
+    env = {**os.environ, "COCKPIT_STATE_DIR": str(tmp_path / "no-local-cluster")}
+    done = run_cockpit("check", "local", env=env)
+    assert done.returncode == 1
+    assert done.stdout.splitlines() == [
+        "FAIL  local  target     no local cluster is running: start one with `cockpit local up`.",
+        "SKIP  local  token      not reached",
+        "SKIP  local  dashboard  not reached",
+        "SKIP  local  nodes      not reached",
+    ]
+    assert done.stderr == "some checks failed: 1 fail, 3 skip\n"
+    usage = run_cockpit("check", "local", "--deadline", "0", env=env)
+    assert usage.returncode == 1 and usage.stderr == "cockpit: --deadline must be within 1..600 seconds.\n"
