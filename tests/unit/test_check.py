@@ -412,3 +412,31 @@ def test_no_cluster_is_one_failed_line_and_exit_1(tmp_path: Path) -> None:
     assert done.stderr == "some checks failed: 1 fail, 3 skip\n"
     usage = run_cockpit("check", "local", "--deadline", "0", env=env)
     assert usage.returncode == 1 and usage.stderr == "cockpit: --deadline must be within 1..600 seconds.\n"
+
+
+def test_a_machine_that_does_not_answer_holds_no_other_back() -> None:
+    """Two machines at once, real programs: one answers, one hangs (a Python that reads its program and
+    sleeps); the hanging one is one failed line at the deadline, the other's checks are all there, and
+    the progress named the one awaited."""
+    import sys
+
+    from cockpit.core.check.run import all_machines
+
+    told: list[str] = []
+
+    def quick() -> object:
+        return LocalProgram.start(node_program("session_of_no_cluster", "/nowhere"), sys.executable)
+
+    def hung() -> object:
+        return LocalProgram.start("import time; time.sleep(600)", sys.executable)
+
+    machines = [("quick [10.0.0.2]", "local", (), quick), ("hung [10.0.0.3]", "local", (), hung)]
+    runs = asyncio.run(all_machines(machines, 3.0, told.append))
+    assert runs[0].facts is not None and runs[0].timed_out is None
+    assert runs[1].facts is None and runs[1].timed_out == 3.0
+    found = machine_findings(runs[1])
+    assert found[0] == Finding(
+        "python", "hung [10.0.0.3]", "fail", "the node's program gave no answer within 3 s", found[0].fix
+    )
+    assert told[0] == "0 of 2 machines answered; waiting for quick [10.0.0.2], hung [10.0.0.3]"
+    assert told[-1] == "1 of 2 machines answered; waiting for hung [10.0.0.3]"

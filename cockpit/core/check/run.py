@@ -256,29 +256,32 @@ async def check(
         if connection.link is not None:
             link = connection.link
             stack.push_async_callback(link.close_node_connections, "stacks")
-        runs = await _all_machines(connection, machines, head_ip, program, deadline, tell)
+        planned: list[Machine] = []
+        for nodes_of_machine in machines:
+            via, start = _starter(connection, nodes_of_machine, head_ip, program)
+            planned.append((node_label(nodes_of_machine[0]), via, nodes_of_machine, start))
+        runs = await all_machines(planned, deadline, tell)
     for run in runs:
         findings += machine_findings(run, tolerance)
     return CheckReport(name, tuple(findings))
 
 
-async def _all_machines(
-    connection: Connection,
-    machines: Sequence[Sequence[NodeSnapshot]],
-    head_ip: str,
-    program: str,
-    deadline: float,
-    tell: Progress,
-) -> list[MachineRun]:
-    labels = [node_label(nodes[0]) for nodes in machines]
-    tasks = []
-    for label, nodes in zip(labels, machines, strict=False):
-        via, start = _starter(connection, nodes, head_ip, program)
-        tasks.append(asyncio.ensure_future(_read_machine(label, via, nodes, start, deadline)))
+Machine = tuple[str, str, Sequence[NodeSnapshot], Callable[[], Any]]
+"""One machine to check: its label, how it is reached (`local`, `head`, `node`), its Ray nodes, and how
+its program starts."""
+
+
+async def all_machines(machines: Sequence[Machine], deadline: float, tell: Progress) -> list[MachineRun]:
+    """Every machine's program at once, each under DEADLINE; TELL hears which are still awaited."""
+    labels = [label for label, *_rest in machines]
+    tasks = [
+        asyncio.ensure_future(_read_machine(label, via, nodes, start, deadline))
+        for label, via, nodes, start in machines
+    ]
     try:
         pending = set(tasks)
         while pending:
-            waiting = [label for label, task in zip(labels, tasks, strict=False) if task in pending]
+            waiting = [label for label, task in zip(labels, tasks, strict=True) if task in pending]
             more = f" and {len(waiting) - 3} more" if len(waiting) > 3 else ""
             tell(
                 f"{len(tasks) - len(pending)} of {len(tasks)} machines answered; waiting for "
