@@ -134,6 +134,11 @@ def test_ptrace_verdicts() -> None:
     assert refused.status == "fail" and REFUSED in refused.detail
     assert "kernel.yama.ptrace_scope=0" in refused.fix and "cap_sys_ptrace" in refused.fix
 
+    # No Yama, the same uid: the kernel refuses a tracer that lacks capabilities its target holds.
+    no_yama = ptrace_finding("n", facts(ptrace_scope="", attach={"ok": False, "error": REFUSED}))
+    assert no_yama.status == "fail" and "no Yama ptrace scope, no CAP_SYS_PTRACE" in no_yama.detail
+    assert "capabilities the SSH login lacks" in no_yama.fix
+
     locked = ptrace_finding("n", facts(ptrace_scope="3", attach={"ok": False, "error": REFUSED}))
     assert locked.status == "fail" and "until it reboots" in locked.fix
 

@@ -81,9 +81,10 @@ Progress = Callable[[str], None]
 
 
 def _machines(nodes: Iterable[NodeSnapshot]) -> list[list[NodeSnapshot]]:
-    """The alive nodes by machine (raylets that share an IP share a machine), the head's first."""
+    """The alive nodes by machine (raylets that share an IP share a machine), the head's first, then by
+    host name."""
     by_ip: dict[str, list[NodeSnapshot]] = {}
-    for node in sorted((n for n in nodes if n.alive), key=lambda n: not n.is_head):
+    for node in sorted((n for n in nodes if n.alive), key=lambda n: (not n.is_head, n.hostname, n.ip)):
         by_ip.setdefault(node.ip or node.node_id, []).append(node)
     return list(by_ip.values())
 
@@ -97,13 +98,16 @@ async def _read_machine(
 ) -> MachineRun:
     ray_gpus = sum(n.logical_gpus for n in nodes)
     python = next((n.python for n in nodes if n.python), "")
-    sent = time.time()
+    begun = time.time()
     try:
         program: NodeProgram = await asyncio.wait_for(start(), deadline)
     except asyncio.TimeoutError:
         return MachineRun(host, via, ray_gpus, python, start_error=f"no answer within {deadline:g} s")
     except Exception as exc:  # an SSH or OS error reaching the machine: its one line
         return MachineRun(host, via, ray_gpus, python, start_error=str(exc) or type(exc).__name__)
+    # The program was written to the node by now, and the node reads its clock only once it has it
+    # all: its clock line was taken between `sent` and `received` (the SSH handshake is not counted).
+    sent = time.time()
     clock: float | None = None
     received = sent
     facts: NodeFacts | None = None
@@ -123,7 +127,7 @@ async def _read_machine(
                 return
 
     try:
-        await asyncio.wait_for(read(), max(0.1, deadline - (time.time() - sent)))
+        await asyncio.wait_for(read(), max(0.1, deadline - (time.time() - begun)))
     except asyncio.TimeoutError:
         timed_out = deadline
     except Exception as exc:  # the stream broke (a dropped SSH connection)

@@ -328,6 +328,8 @@ def _ptrace_context(facts: NodeFacts) -> str:
         parts.append("CAP_SYS_PTRACE held")
     elif facts.py_spy_file_caps:
         parts.append("py-spy has file capabilities")
+    elif facts.cap_sys_ptrace is False:
+        parts.append("no CAP_SYS_PTRACE")
     if facts.uid is not None:
         parts.append(f"uid {facts.uid}")
     if facts.raylet_uids and facts.uid is not None and facts.uid not in facts.raylet_uids:
@@ -346,6 +348,12 @@ def _ptrace_fix(facts: NodeFacts) -> str:
         return (
             f"log in as the user Ray runs as (uid {other[0]}: User in your SSH config), or ask the admin for "
             "CAP_SYS_PTRACE on py-spy (setcap cap_sys_ptrace+ep PY-SPY)"
+        )
+    if not facts.ptrace_scope and facts.cap_sys_ptrace is False:
+        # No Yama, same uid: the kernel refuses a tracer that lacks capabilities its target holds.
+        return (
+            "Ray's processes hold capabilities the SSH login lacks: ask the admin for CAP_SYS_PTRACE on "
+            "py-spy (setcap cap_sys_ptrace+ep PY-SPY), or run Ray without the extra capabilities"
         )
     return (
         "ask the admin for `sysctl kernel.yama.ptrace_scope=0`, or CAP_SYS_PTRACE on py-spy "
