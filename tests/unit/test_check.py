@@ -251,7 +251,7 @@ def test_machines_are_nodes_by_ip_head_first() -> None:
 def test_connection_failures_name_their_fix() -> None:
     key = asyncssh.generate_private_key("ssh-ed25519")
     unknown = UnknownHostKey("unknown", "head-1", 2222, key, Path("/home/u/.ssh/known_hosts"))
-    host_key, ssh = connect_findings("head-1", unknown, over_ssh=True)
+    host_key, ssh = connect_findings("head-1", unknown)
     assert (
         host_key.status == "fail"
         and unknown.fingerprint in host_key.detail
@@ -260,19 +260,23 @@ def test_connection_failures_name_their_fix() -> None:
     assert "--accept-new" in host_key.fix and "/home/u/.ssh/known_hosts" in host_key.fix
     assert ssh.status == "skip"
 
-    changed, _ = connect_findings("head-1", HostKeyChanged("the host key of head-1 CHANGED"), True)
+    changed, _ = connect_findings("head-1", HostKeyChanged("the host key of head-1 CHANGED"))
     assert changed.status == "fail" and "ssh-keygen -R" in changed.fix
 
-    key_ok, refused = connect_findings("head-1", AuthenticationFailed("head-1 refused every key"), True)
+    key_ok, refused = connect_findings("head-1", AuthenticationFailed("head-1 refused every key"))
     assert key_ok.status == "pass" and refused.status == "fail" and "IdentityFile" in refused.fix
 
-    _, no_answer = connect_findings("head-1", SshError("cannot connect to head-1: no answer"), True)
+    _, no_answer = connect_findings("head-1", SshError("cannot connect to head-1: no answer"))
     assert no_answer.status == "fail" and "ProxyJump" in no_answer.fix
 
     from cockpit.core.errors import CockpitError
 
-    (local,) = connect_findings("local", CockpitError("no local cluster is running: start one"), False)
+    (local,) = connect_findings("local", CockpitError("no local cluster is running: start one"))
     assert local == Finding("target", "local", "fail", "no local cluster is running: start one")
+    waiting = CockpitError("slurm job 123 is PENDING (Resources)")
+    assert connect_findings("slurm:123", waiting) == [
+        Finding("target", "slurm:123", "fail", "slurm job 123 is PENDING (Resources)")
+    ]
 
 
 def test_token_and_dashboard() -> None:

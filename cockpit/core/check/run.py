@@ -214,7 +214,6 @@ async def check(
     they use (`profile_fields`), checked against the cluster's Ray. ON_PROGRESS is told what is being
     waited for, as it changes."""
     name = target.raw
-    over_ssh = target.kind in ("ssh", "slurm")
     tell = on_progress or (lambda _text: None)
     findings: list[Finding] = []
     async with contextlib.AsyncExitStack() as stack:
@@ -227,9 +226,9 @@ async def check(
             from cockpit.core.ssh.errors import SshError
 
             error: CockpitError = SshError(f"cannot connect to {name}: no answer within {deadline:g} s")
-            return CheckReport(name, tuple(connect_findings(name, error, over_ssh) + _rest_skipped(name)))
+            return CheckReport(name, tuple(connect_findings(name, error) + _rest_skipped(name)))
         except CockpitError as exc:
-            return CheckReport(name, tuple(connect_findings(name, exc, over_ssh) + _rest_skipped(name)))
+            return CheckReport(name, tuple(connect_findings(name, exc) + _rest_skipped(name)))
         if connection.link is not None:
             findings.append(Finding("host key", name, "pass", "the head's host key matches known_hosts"))
             findings.append(Finding("ssh", name, "pass", "connected; the dashboard is tunnelled through it"))

@@ -32,7 +32,7 @@ _REFUSED = ("permission denied", "operation not permitted", "os error 1)", "os e
 # -- the way in: SSH, host key, token, dashboard -----------------------------------------------------
 
 
-def connect_findings(target: str, error: BaseException, over_ssh: bool) -> list[Finding]:
+def connect_findings(target: str, error: BaseException) -> list[Finding]:
     """The findings when the connection to TARGET failed with ERROR (the checks after it are skipped by
     the caller)."""
     text = str(error)
@@ -74,7 +74,7 @@ def connect_findings(target: str, error: BaseException, over_ssh: bool) -> list[
                 "check User and IdentityFile of that host in your SSH config, or load the key with ssh-add",
             ),
         ]
-    if isinstance(error, SshError) or over_ssh:
+    if isinstance(error, SshError):
         return [
             Finding("host key", target, "skip", "not reached"),
             Finding(
@@ -86,8 +86,8 @@ def connect_findings(target: str, error: BaseException, over_ssh: bool) -> list[
                 "it stops)",
             ),
         ]
-    # No SSH: a local cluster that is not running, a Slurm job that does not run ...: the error says what
-    # to do itself.
+    # Not SSH's doing (a local cluster that is not running, a Slurm job that waits or ended, a token file
+    # that cannot be read): the error says what to do itself.
     return [Finding("target", target, "fail", text)]
 
 
