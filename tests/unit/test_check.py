@@ -20,15 +20,13 @@ from cockpit.core.check.run import ALL_FIELDS, _machines
 from cockpit.core.check.verdicts import (
     MachineRun,
     clock_finding,
-    connect_findings,
-    dashboard_findings,
     debugpy_finding,
-    fields_finding,
     gpu_finding,
     machine_findings,
     ptrace_finding,
     py_spy_finding,
 )
+from cockpit.core.check.way_in import connect_findings, dashboard_findings, fields_finding
 from cockpit.core.cluster import versions
 from cockpit.core.cluster.errors import (
     AuthenticationRejected,

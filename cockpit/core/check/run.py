@@ -26,14 +26,8 @@ from cockpit.core.check.node_program import (
     parse_clock,
     parse_facts,
 )
-from cockpit.core.check.verdicts import (
-    CLOCK_TOLERANCE,
-    MachineRun,
-    connect_findings,
-    dashboard_findings,
-    fields_finding,
-    machine_findings,
-)
+from cockpit.core.check.verdicts import CLOCK_TOLERANCE, MachineRun, machine_findings
+from cockpit.core.check.way_in import connect_findings, dashboard_findings, fields_finding
 from cockpit.core.cluster import versions
 from cockpit.core.cluster.versions import Field
 from cockpit.core.connect.connection import Connection, ConnectOptions, exposure_warning, open_connection
