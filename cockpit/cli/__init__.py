@@ -3,8 +3,8 @@
 One module per command group holds its subparsers and their handlers (`cluster`: status, wait, local;
 `jobs`: submit, jobs, stop, logs; `actors`: actors, actors --pending; `debug`: paused workers and their
 console; `doctor`: stacks, watch; `metrics`: a job's training curves; `profiles`; `tui`: connect, demo;
-`slurm`: slurm up; `gpu`: gpu-agent; `config`: config show, config keys; `completion`: the shell
-scripts, and the answers to a TAB); `common` holds the connect
+`slurm`: slurm up; `check`: what will and will not work on a cluster; `gpu`: gpu-agent; `config`: config
+show, config keys; `completion`: the shell scripts, and the answers to a TAB); `common` holds the connect
 options, the prompts, `err` and the exit codes (0 ok, 1 failure with one line on stderr, 2 usage error,
 3 timeout, 4 stuck, 5 hang). Start-up stays light: the modules import only argparse at the top and each
 handler imports what it needs when it runs, so `cockpit status --help` imports neither Textual nor Ray,
@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 from cockpit.cli import (
     actors,
+    check,
     cluster,
     completion,
     config,
@@ -36,7 +37,7 @@ from cockpit.cli import (
 )
 from cockpit.cli.common import EXIT_BROKEN_PIPE, EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, err, say
 
-GROUPS = (tui, cluster, jobs, actors, debug, doctor, metrics, slurm, gpu, profiles, config, completion)
+GROUPS = (tui, cluster, check, jobs, actors, debug, doctor, metrics, slurm, gpu, profiles, config, completion)
 """In the order `cockpit --help` lists their commands."""
 
 

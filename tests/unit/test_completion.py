@@ -290,6 +290,7 @@ def test_every_target_profile_and_layout_argument_has_its_completer() -> None:
     assert {
         ("connect", "target"),
         ("status", "target"),
+        ("check", "target"),
         ("submit", "profile"),
         ("slurm up", "profile"),
         ("demo", "profile"),
