@@ -57,6 +57,13 @@ def test_explain_names_the_scope_only_when_it_restricts(scope: str) -> None:
     assert "ptrace_scope =" not in line
 
 
+def test_a_refusal_shown_only_in_py_spys_cause_is_a_refused_ptrace() -> None:
+    """Without Yama, py-spy's first line for a refused attach is the one of an exited process; only its
+    first cause says "Permission denied". The program keeps that cause, and it is told as a refusal."""
+    line = explain(f"{EXITED} (Permission denied (os error 13))", "")
+    assert "ptrace" in line and "exited" not in line
+
+
 def test_explain_an_exited_process() -> None:
     assert explain(EXITED) == "the process has exited"
 
@@ -136,7 +143,7 @@ def test_the_program_dumps_a_live_process_and_reports_a_gone_one(stuck_pid: int)
     assert set(live["threads"][0]["frames"][0]) == {"name", "filename", "short_filename", "line", "module"}
     gone = by_pid[GONE]
     assert "threads" not in gone
-    assert gone["error"] == EXITED
+    assert gone["error"].startswith(EXITED)  # with py-spy's first cause after it, in brackets
     assert explain(gone["error"], hello["ptrace_scope"]) == "the process has exited"
 
 

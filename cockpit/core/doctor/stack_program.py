@@ -114,6 +114,13 @@ def _one(spy, pid):
     text = (stderr.decode("utf-8", "replace") + "\n" + out).strip().splitlines()
     lines = [l.strip() for l in text if l.strip() and not l.startswith(" ") and "backtrace" not in l]
     error = lines[0] if lines else "py-spy failed (status %d)" % proc.returncode
+    # A refused ptrace often shows only in the first cause ("Failed to get process executable name" /
+    # "Caused by: 0: Permission denied (os error 13)"): keep it, or it reads as an exited process.
+    stripped = [l.strip() for l in text if l.strip()]
+    if "Caused by:" in stripped:
+        causes = stripped[stripped.index("Caused by:") + 1:]
+        if causes:
+            error += " (%s)" % causes[0].split(": ", 1)[-1]
     return {"pid": pid, "title": title, "error": error[:400]}
 
 def _main():
