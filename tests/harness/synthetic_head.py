@@ -126,20 +126,28 @@ class HeadStats:
     by_endpoint: dict[str, EndpointStats] = field(default_factory=lambda: defaultdict(EndpointStats))
     since: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    log: list[tuple[float, str, int]] = field(default_factory=list)
+    """Every answer since the reset: (seconds since the reset when it ended, endpoint, bytes)."""
+
+    def add(self, endpoint: str, sent: int) -> None:
+        self.log.append((time.monotonic() - self.since, endpoint, sent))
 
     def reset(self) -> None:
         with self.lock:
+            self.log = []
             for key, entry in list(self.by_endpoint.items()):
                 self.by_endpoint[key] = EndpointStats(
                     in_flight=entry.in_flight, max_in_flight=entry.in_flight
                 )
             self.since = time.monotonic()
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self, log: bool = False) -> dict[str, Any]:
         with self.lock:
             endpoints = {k: vars(v).copy() for k, v in self.by_endpoint.items()}
             seconds = time.monotonic() - self.since
+            events = list(self.log) if log else []
         return {
+            **({"log": events} if log else {}),
             "seconds": seconds,
             "requests": sum(e["requests"] for e in endpoints.values()),
             "bytes": sum(e["bytes"] for e in endpoints.values()),
@@ -516,6 +524,7 @@ class SyntheticHead:
         """Serve these files at `/` (the dashboard's built web page, for the browser anchor)."""
         self._port = port
         self._started = time.time()
+        self._log_since = self._started
         self.cluster = Cluster(self.shape, self._started)
         self._cache: dict[tuple[str, int], bytes] = {}
         self._thread: threading.Thread | None = None
@@ -523,6 +532,7 @@ class SyntheticHead:
         self._runner: web.AppRunner | None = None
         self._ready = threading.Event()
         self._unstall: asyncio.Event | None = None
+        self._stopping = asyncio.Event()
         self.log_lines_sent = 0
 
     # -- lifecycle
@@ -544,7 +554,7 @@ class SyntheticHead:
             return
         self.set_stall(False)
         self.delay = 0.0
-        loop.call_soon_threadsafe(loop.stop)
+        loop.call_soon_threadsafe(self._stopping.set)
         thread.join(30)
         self._loop = self._thread = None
 
@@ -558,24 +568,34 @@ class SyntheticHead:
         loop = asyncio.new_event_loop()
         self._loop = loop
         asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(self._main())
+        finally:
+            loop.close()
+
+    async def _main(self) -> None:
         self._unstall = asyncio.Event()
+        self._stopping = asyncio.Event()
         app = web.Application(middlewares=[self._middleware])
         self._routes(app)
         # Streams and stalled answers are cancelled at stop instead of waited for.
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.1)
-        loop.run_until_complete(runner.setup())
+        await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", self._port, backlog=1024)
-        loop.run_until_complete(site.start())
+        await site.start()
         server = site._server
         assert server is not None and server.sockets  # type: ignore[attr-defined]
         self._port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
         self._runner = runner
         self._ready.set()
         try:
-            loop.run_forever()
+            await self._stopping.wait()
         finally:
-            loop.run_until_complete(runner.cleanup())
-            loop.close()
+            await runner.cleanup()
+            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in rest:
+                task.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
 
     @contextmanager
     def stalled(self) -> Iterator[None]:
@@ -607,13 +627,13 @@ class SyntheticHead:
         route = info.route.resource.canonical if info.route.resource is not None else request.path
         if route == "/nodes":
             return f"/nodes?view={request.query.get('view', '')}"
-        if route.startswith("/static") or route == "/{tail:.*}":
+        if route.startswith("/static") or route.startswith("/{tail"):
             return "(web page files)"
         return route
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        if request.path == "/__stats":
+        if request.path in ("/__stats", "/__control"):
             return await handler(request)
         key = self.endpoint(request)
         with self.stats.lock:
@@ -623,15 +643,22 @@ class SyntheticHead:
             entry.max_in_flight = max(entry.max_in_flight, entry.in_flight)
         response: web.StreamResponse | None = None
         try:
-            while self.stall:
+            # A stalled or slow answer ends when its asker hangs up (as the dashboard notices a closed
+            # connection), so `in_flight` counts the requests a client still holds open.
+            while self.stall and not _gone(request):
                 assert self._unstall is not None
                 self._unstall.clear()
                 if not self.stall:
                     break
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._unstall.wait(), 1.0)
-            if self.delay:
-                await asyncio.sleep(self.delay)
+                    await asyncio.wait_for(self._unstall.wait(), 0.2)
+            waited = 0.0
+            while waited < self.delay and not _gone(request):
+                await asyncio.sleep(min(0.2, self.delay - waited))
+                waited += 0.2
+            if _gone(request):
+                response = web.Response(status=499, text="the client went away")
+                return response
             if any(request.path.startswith(prefix) for prefix in self.fail):
                 response = web.Response(status=500, body=SERVER_ERROR, content_type="text/plain")
             else:
@@ -645,14 +672,20 @@ class SyntheticHead:
             with self.stats.lock:
                 entry.in_flight -= 1
                 if response is not None:
+                    sent = 0
                     if isinstance(response, web.Response) and response.body is not None:
-                        entry.bytes += len(response.body)  # type: ignore[arg-type]
+                        sent = len(response.body)  # type: ignore[arg-type]
+                        entry.bytes += sent
                     if response.status >= 400:
                         entry.errors += 1
+                    self.stats.add(key, sent)
 
     def _count_stream(self, request: web.Request, sent: int) -> None:
+        """Bytes a stream wrote, counted as they go (a stream may stay open for the whole measurement)."""
+        key = self.endpoint(request)
         with self.stats.lock:
-            self.stats.by_endpoint[self.endpoint(request)].bytes += sent
+            self.stats.by_endpoint[key].bytes += sent
+            self.stats.add(key + " (streamed)", sent)
 
     def _cached(self, key: str, build: Any) -> bytes:
         tick = self.tick()
@@ -666,6 +699,7 @@ class SyntheticHead:
     def _routes(self, app: web.Application) -> None:
         r = app.router
         r.add_get("/__stats", self._stats)
+        r.add_get("/__control", self._control)
         r.add_get("/api/version", self._version)
         r.add_get("/api/authentication_mode", self._auth_mode)
         r.add_get("/api/v0/cluster_metadata", self._cluster_metadata)
@@ -696,8 +730,31 @@ class SyntheticHead:
 
     # -- answers
 
-    async def _stats(self, _request: web.Request) -> web.Response:
-        return web.json_response(self.stats.snapshot())
+    async def _stats(self, request: web.Request) -> web.Response:
+        """The counts (with `log=1` every answer's time and size); `reset=1` starts them afresh."""
+        doc = self.stats.snapshot(log=request.query.get("log") == "1")
+        if request.query.get("reset") == "1":
+            self.stats.reset()
+        return web.json_response(doc)
+
+    async def _control(self, request: web.Request) -> web.Response:
+        """Modes for a head in another process: `stall=0|1`, `delay=S`, `fail=PREFIX,...`, `churn=0|1`,
+        `log_rate=R`, `add_log_lines=N` (the driver log jumps by N lines at once)."""
+        q = request.query
+        if "stall" in q:
+            self.set_stall(q["stall"] == "1")
+        if "delay" in q:
+            self.delay = float(q["delay"])
+        if "fail" in q:
+            self.fail = tuple(p for p in q["fail"].split(",") if p)
+        if "churn" in q:
+            self.churn = q["churn"] == "1"
+        if "log_rate" in q:  # rebase, so the lines already written stay as they are
+            self.shape.log_lines, self._log_since = self.log_count(), time.time()
+            self.shape.log_rate = float(q["log_rate"])
+        if "add_log_lines" in q:
+            self.shape.log_lines += int(q["add_log_lines"])
+        return web.json_response({"ok": True, "log_lines": self.log_count()})
 
     async def _version(self, _request: web.Request) -> web.Response:
         return web.json_response(
@@ -959,6 +1016,10 @@ class SyntheticHead:
 
     async def _state_nodes(self, request: web.Request) -> web.Response:
         limit, detail, filters = self._options(request, NODE_COLUMNS)
+        key = f"state-nodes {limit} {detail} {filters}"
+        return _raw_json(self._cached(key, lambda: self._build_state_nodes(limit, detail, filters)))
+
+    def _build_state_nodes(self, limit: int, detail: bool, filters: list[tuple[str, str, str]]) -> bytes:
         rows = []
         for node in sorted(self.cluster.nodes, key=lambda n: n.node_id):
             row: dict[str, Any] = {
@@ -984,7 +1045,7 @@ class SyntheticHead:
             if _row_matches(row, filters):
                 rows.append(json.dumps(row).encode())
         n = len(self.cluster.nodes)
-        return _listing(rows[:limit], total=n, after=n, filtered=len(rows))
+        return _listing_body(rows[:limit], total=n, after=n, filtered=len(rows))
 
     async def _workers(self, request: web.Request) -> web.Response:
         limit, _, filters = self._options(request, WORKER_COLUMNS)
@@ -1172,7 +1233,7 @@ class SyntheticHead:
 
     def log_count(self, now: float | None = None) -> int:
         """Lines the running job's driver log holds now."""
-        elapsed = (now if now is not None else time.time()) - self._started
+        elapsed = (now if now is not None else time.time()) - self._log_since
         return self.shape.log_lines + int(self.shape.log_rate * elapsed)
 
     @staticmethod
@@ -1214,22 +1275,18 @@ class SyntheticHead:
         interval = float(request.query.get("interval", 1.0))
         response = web.StreamResponse(headers={"Content-Type": "text/plain"})
         await response.prepare(request)
-        sent = 0
-        try:
-            while True:
-                while start < end:  # chunks of at most 64 KiB, as the agent sends
-                    stop = min(end, start + 500)
-                    body = self._log_text(start, stop)
-                    await response.write(body)
-                    sent += len(body)
-                    self.log_lines_sent += stop - start
-                    start = stop
-                await asyncio.sleep(interval)
-                if request.transport is None or request.transport.is_closing():
-                    return response  # the reader went away
-                end = self.log_count()
-        finally:
-            self._count_stream(request, sent)
+        while True:
+            while start < end:  # chunks of at most 64 KiB, as the agent sends
+                stop = min(end, start + 500)
+                body = self._log_text(start, stop)
+                await response.write(body)
+                self._count_stream(request, len(body))
+                self.log_lines_sent += stop - start
+                start = stop
+            await asyncio.sleep(interval)
+            if _gone(request):
+                return response  # the reader went away
+            end = self.log_count()
 
     async def _static(self, request: web.Request) -> web.StreamResponse:
         if self.static_dir is None:
@@ -1242,6 +1299,10 @@ class SyntheticHead:
 
 
 # -- helpers ------------------------------------------------------------------------------------------
+
+
+def _gone(request: web.Request) -> bool:
+    return request.transport is None or request.transport.is_closing()
 
 
 def _answer(make: Any, *args: Any, **kwargs: Any) -> Any:
@@ -1282,12 +1343,15 @@ def _refuse(status: int, msg: str) -> web.HTTPException:
 
 
 def _listing(rows: Sequence[bytes], *, total: int, after: int, filtered: int) -> web.Response:
+    return _raw_json(_listing_body(rows, total=total, after=after, filtered=filtered))
+
+
+def _listing_body(rows: Sequence[bytes], *, total: int, after: int, filtered: int) -> bytes:
     head = (
         '{"result": true, "msg": "", "data": {"result": {'
         f'"total": {total}, "num_after_truncation": {after}, "num_filtered": {filtered}, "result": ['
     )
-    body = head.encode() + b", ".join(rows) + b'], "partial_failure_warning": "", "warnings": null}}}'
-    return _raw_json(body)
+    return head.encode() + b", ".join(rows) + b'], "partial_failure_warning": "", "warnings": null}}}'
 
 
 def _actor_value(actor: Actor, key: str) -> str:
@@ -1321,10 +1385,14 @@ def _row_matches(row: Mapping[str, Any], filters: Sequence[tuple[str, str, str]]
     return True
 
 
-def serve_forever(shape: HeadShape, port: int, churn: bool = False) -> None:
-    """`python -m tests.harness.synthetic_head`: a head on PORT until interrupted."""
+def serve_forever(shape: HeadShape, port: int, churn: bool = False, static: str = "") -> None:
+    """`python -m tests.harness.synthetic_head`: a head on PORT until interrupted (or SIGTERM)."""
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     head = SyntheticHead(shape, port=port)
     head.churn = churn
+    head.static_dir = Path(static) if static else None
     with head:
         print(head.url, flush=True)
         try:
@@ -1345,10 +1413,13 @@ if __name__ == "__main__":
     parser.add_argument("--dead", type=int, default=0)
     parser.add_argument("--log-rate", type=float, default=0.0)
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--log-lines", type=int, default=0)
     parser.add_argument("--churn", action="store_true")
+    parser.add_argument("--static", default="", help="serve these files at / (the dashboard's web page)")
     args = parser.parse_args()
     serve_forever(
-        HeadShape(args.nodes, args.gpus, args.actors, args.jobs, args.dead, args.log_rate),
+        HeadShape(args.nodes, args.gpus, args.actors, args.jobs, args.dead, args.log_rate, args.log_lines),
         args.port,
         args.churn,
+        args.static,
     )
