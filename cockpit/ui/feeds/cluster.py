@@ -8,7 +8,7 @@ still expected to join, every `refresh.nodes` seconds (config, default 5) after,
 ten times its last answer took. Host and GPU stats come from the dashboard's summary (`/nodes?view=summary`,
 about 8.4 KB a node: 17 MB at 2,000 nodes), fetched with the table when due: at most
 `STATS_NODES_PER_SECOND` nodes' worth a second (`GPU_STATS_NODES_PER_SECOND` while a screen shows GPUs),
-so its cadence is the table's up to 150 nodes (500 on GPU screens) and slows in proportion beyond, and the
+so its cadence is the table's up to 100 nodes (500 on GPU screens) and slows in proportion beyond, and the
 load on the head stops growing with the cluster. Between two summaries the nodes are the fresh table
 with the last stats. Jobs on every poll while a shown screen needs them, else every third.
 Failures are sorted by the one rule `cockpit wait` follows too, `cockpit.core.errors.is_permanent`: a
@@ -54,9 +54,9 @@ JOB_POLL_EVERY = 3
 with history)."""
 RETRY_SECONDS = (1.0, 2.0, 3.0, 5.0)
 """Waits between polls while the dashboard does not answer."""
-STATS_NODES_PER_SECOND = 30.0
+STATS_NODES_PER_SECOND = 20.0
 """The summary's pace on screens that show only its host fields (the node table's CPU, memory, store):
-about 250 KB/s of the head's answers at most."""
+about 170 KB/s of the head's answers at most (every 100 s at 2,000 nodes)."""
 GPU_STATS_NODES_PER_SECOND = 100.0
 """Its pace while a shown screen needs GPUs: about 840 KB/s at most (every 20 s at 2,000 nodes; the
 GPU agents, `h`, read each node once a second without the dashboard)."""
