@@ -1279,7 +1279,10 @@ class SyntheticHead:
             while start < end:  # chunks of at most 64 KiB, as the agent sends
                 stop = min(end, start + 500)
                 body = self._log_text(start, stop)
-                await response.write(body)
+                try:
+                    await response.write(body)
+                except ConnectionResetError:  # aiohttp's ClientConnectionResetError too
+                    return response  # the reader went away mid-write
                 self._count_stream(request, len(body))
                 self.log_lines_sent += stop - start
                 start = stop
