@@ -1,6 +1,8 @@
 """Provides the benchmark runner: `python bench/run.py [--quick] [--only NAME ...]`.
 
-Runs the start-up benchmark first (it needs no cluster), then starts ONE real local Ray cluster
+Runs the start-up benchmark first (it needs no cluster), the head-load benchmark (`scale`: a synthetic
+head in a process of its own, the dashboard's web page in headless chromium), then starts ONE real
+local Ray cluster
 (3 nodes x 2 logical GPUs, remembered in a private temp directory; 2 nodes when the stacks benchmark is
 the largest that needs it, 1 when only the SSH-tunnel or actor-list benchmarks do) for the
 cluster-status, SSH-tunnel, idle-CPU, stacks and actor-list head-cost benchmarks, and stops it in a
@@ -30,6 +32,7 @@ import gpu_view
 import idle_cpu
 import log_ingest
 import metrics_parse
+import scale
 import stacks
 import startup
 import tunnel
@@ -49,6 +52,7 @@ BENCHES = (
     "actor_table",
     "stacks",
     "metrics_parse",
+    "scale",
 )
 CLUSTER_BENCHES = {"cluster_status", "tunnel", "idle_cpu", "stacks", "actor_list_head"}
 """Those that run on the local cluster; the tunnel and actor-list benchmarks need only 1 node, the
@@ -152,6 +156,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "metrics_parse" in args.only:  # needs no cluster
         _say("metrics_parse ...")
         results["metrics_parse"], new = metrics_parse.run(args.quick)
+        rows += new
+    if "scale" in args.only:  # a synthetic head, no cluster
+        _say("scale ...")
+        results["scale"], new = scale.run(args.quick)
         rows += new
     if CLUSTER_BENCHES & set(args.only):
         _with_cluster(args.only, args.quick, results, rows)

@@ -375,13 +375,17 @@ def pending_report(
 
 
 async def fetch_pending(
-    client: DashboardClient, limit: int = 1000, actors: Sequence[ActorRow] | None = None
+    client: DashboardClient,
+    limit: int = 1000,
+    actors: Sequence[ActorRow] | None = None,
+    nodes: Sequence[NodeSnapshot] | None = None,
 ) -> PendingReport:
     """The pending report of the cluster behind CLIENT: a few cheap GCS reads, asked for together.
 
     ACTORS: every actor of the cluster, when the caller just listed them all (the Actors screen): the
     pending ones are picked from them instead of asking the head, which would read its whole actor
-    table once per state asked for.
+    table once per state asked for. NODES: the node table, when the caller polls it anyway (the TUI):
+    not asked for again (about 1 KB a node).
     """
     if actors is None:
         lists = await asyncio.gather(
@@ -392,11 +396,15 @@ async def fetch_pending(
     else:
         stuck_actors = tuple(row for row in actors if row.state in PENDING_ACTOR_STATES)
         partial = []
-    (pending, rescheduling), (table, usage, status) = await asyncio.gather(
+
+    async def node_rows() -> Sequence[NodeSnapshot]:
+        return nodes if nodes is not None else (await client.node_table()).rows
+
+    (pending, rescheduling), (rows, usage, status) = await asyncio.gather(
         asyncio.gather(
             *(client.placement_groups(filters=[("state", "=", s)], limit=limit) for s in PENDING_PG_STATES)
         ),
-        asyncio.gather(client.node_table(), client.node_usage(), client.cluster_status()),
+        asyncio.gather(node_rows(), client.node_usage(), client.cluster_status()),
     )
     warnings = [f"pending actors: {listing.meta.describe()}" for listing in partial] + [
         f"{what}: {listing.meta.describe()}"
@@ -409,7 +417,7 @@ async def fetch_pending(
     return pending_report(
         actors=stuck_actors,
         placement_groups=(*pending.rows, *rescheduling.rows),
-        nodes=table.rows,
+        nodes=rows,
         usage=usage,
         status_text=status.text,
         warnings=warnings,

@@ -221,13 +221,14 @@ def node_from_state(row: Mapping[str, Any]) -> NodeSnapshot:
 
 
 def merge_nodes(
-    state_rows: Iterable[NodeSnapshot], summaries: Iterable[NodeSnapshot]
+    state_rows: Iterable[NodeSnapshot], summaries: Iterable[NodeSnapshot], only_listed: bool = False
 ) -> tuple[NodeSnapshot, ...]:
     """Nodes with membership from the GCS table and host/GPU stats from the reporter summary.
 
     The GCS table is authoritative for who exists and who died (the summary is cached and lags a
-    freshly joined node by seconds); a node only the summary knows is kept too. Head first, then by
-    join time, so the order is stable while nodes come and go.
+    freshly joined node by seconds); a node only the summary knows is kept too, unless ONLY_LISTED (the
+    summary is older than the table: a node it alone knows has left). Head first, then by join time, so
+    the order is stable while nodes come and go.
     """
     stats = {node.node_id: node for node in summaries}
     merged: list[NodeSnapshot] = []
@@ -263,7 +264,8 @@ def merge_nodes(
                 python=host.python,
             )
         )
-    merged.extend(node for node_id, node in stats.items() if node_id not in seen)
+    if not only_listed:
+        merged.extend(node for node_id, node in stats.items() if node_id not in seen)
     merged.sort(key=lambda n: (not n.is_head, n.start_time or float("inf"), n.node_id))
     return tuple(merged)
 

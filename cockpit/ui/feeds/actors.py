@@ -84,7 +84,7 @@ async def fetch_actor_table(
     )
     every_actor = [v.actor for v in listing.rows] if everything and listing.complete else None
     try:
-        return listing, await fetch_pending(client, actors=every_actor)
+        return listing, await fetch_pending(client, actors=every_actor, nodes=nodes or None)
     except CockpitError as exc:
         return listing, exc
 
@@ -237,7 +237,9 @@ class ActorsFeed:
     async def _watch(self) -> None:
         try:
             client = await self.dashboard()
-            report: PendingReport | BaseException = await fetch_pending(client)
+            snapshot = self.state.snapshot  # the cluster feed's node table, polled anyway
+            nodes = snapshot.nodes if snapshot is not None else None
+            report: PendingReport | BaseException = await fetch_pending(client, nodes=nodes)
         except CockpitError as exc:
             report = exc
         finally:

@@ -2,9 +2,15 @@
 
 Cadence lives here, not in the core: a poll asks for nodes (and jobs), hands the nodes to the GPU feed,
 writes the state and re-arms a one-shot timer when it is done, so two polls never overlap and a slow
-head slows the poller instead of piling up requests. Nodes are polled every 2 s while nodes are still
-expected to join, every `refresh.nodes` seconds (config, default 5) after; jobs on every poll while a
-shown screen needs them, else every third.
+head slows the poller instead of piling up requests (a poll asked for while one is out waits for it).
+Membership comes from the GCS node table (`/api/v0/nodes`, about 1 KB a node) every 2 s while nodes are
+still expected to join, every `refresh.nodes` seconds (config, default 5) after, and never faster than
+ten times its last answer took. Host and GPU stats come from the dashboard's summary (`/nodes?view=summary`,
+about 8.4 KB a node: 17 MB at 2,000 nodes), fetched with the table when due: at most
+`STATS_NODES_PER_SECOND` nodes' worth a second (`GPU_STATS_NODES_PER_SECOND` while a screen shows GPUs),
+so its cadence is the table's up to 100 nodes (500 on GPU screens) and slows in proportion beyond, and the
+load on the head stops growing with the cluster. Between two summaries the nodes are the fresh table
+with the last stats. Jobs on every poll while a shown screen needs them, else every third.
 Failures are sorted by the one rule `cockpit wait` follows too, `cockpit.core.errors.is_permanent`: a
 transient one (the dashboard not answering, a dropped link, the request limit) is retried with a growing
 delay (an SSH link that reconnects wakes the poller sooner); a permanent one (a refused token, key or host
@@ -19,6 +25,7 @@ import time
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
 
+from cockpit.core.cluster import parse
 from cockpit.core.cluster.dashboard import DashboardClient
 from cockpit.core.cluster.errors import DashboardOff
 from cockpit.core.cluster.versions import range_warning
@@ -48,6 +55,16 @@ JOB_POLL_EVERY = 3
 with history)."""
 RETRY_SECONDS = (1.0, 2.0, 3.0, 5.0)
 """Waits between polls while the dashboard does not answer."""
+STATS_NODES_PER_SECOND = 20.0
+"""The summary's pace on screens that show only its host fields (the node table's CPU, memory, store):
+about 170 KB/s of the head's answers at most (every 100 s at 2,000 nodes)."""
+GPU_STATS_NODES_PER_SECOND = 100.0
+"""Its pace while a shown screen needs GPUs: about 840 KB/s at most (every 20 s at 2,000 nodes; the
+GPU agents, `h`, read each node once a second without the dashboard)."""
+HEAD_SHARE = 10.0
+"""A request waits at least this many times as long as its last answer took (a slow head is asked less)."""
+SLOWEST_SECONDS = 60.0
+"""The longest the node table waits for a slow head."""
 
 
 class ClusterFeed:
@@ -73,6 +90,15 @@ class ClusterFeed:
         self.steady_seconds: float = state.config.refresh.nodes
         """Node cadence once the cluster has its shape (`refresh.nodes` in config, default 5 s)."""
         self._walltime_warned = False
+        self._polling = False
+        """A poll is out: another one asked for now waits for it (`_again`) instead of joining it."""
+        self._again = False
+        self._stats: tuple[NodeSnapshot, ...] = ()
+        """The last summary's nodes (host and GPU stats), merged into every poll's table until the next."""
+        self._stats_at = -float("inf")
+        """When (monotonic) that summary arrived."""
+        self._stats_took = 0.0
+        self._table_took = 0.0
 
     # -- the connection ------------------------------------------------------------------------
 
@@ -141,6 +167,10 @@ class ClusterFeed:
         if self._timer is not None:
             self._timer.stop()
             self._timer = None
+        if self._polling:  # one poll at a time: this one follows the poll that is out
+            self._again = True
+            return
+        self._polling = True
         start_worker(self.app, self._poll, group="cluster-poll", description="Polling nodes")
 
     def refresh_now(self) -> None:
@@ -150,8 +180,58 @@ class ClusterFeed:
 
     def needs_changed(self, before: frozenset[Need]) -> None:
         """A screen came into view: poll now if it needs jobs that the last poll did not fetch."""
-        if self.state.needs("jobs") and "jobs" not in before and self.state.connection.phase == "connected":
+        if self.state.connection.phase != "connected":
+            return
+        jobs = self.state.needs("jobs") and "jobs" not in before
+        gpus = self.state.needs("gpus") and "gpus" not in before and self._stats_due()
+        if jobs or gpus:
             self.poll_now()
+
+    def stats_period(self, nodes: int) -> float:
+        """Seconds between two summaries for a cluster of NODES, for the screen shown now."""
+        rate = GPU_STATS_NODES_PER_SECOND if self.state.needs("gpus") else STATS_NODES_PER_SECOND
+        return max(self.steady_seconds, nodes / rate, HEAD_SHARE * self._stats_took)
+
+    def _stats_due(self) -> bool:
+        snapshot = self.state.snapshot
+        if snapshot is None:
+            return True
+        # The slack keeps a summary due on the poll one period later, give or take a timer's jitter.
+        return time.monotonic() - self._stats_at >= self.stats_period(len(snapshot.nodes)) - 1.0
+
+    async def _nodes(self, client: DashboardClient, jobs_due: bool) -> tuple[tuple[NodeSnapshot, ...], bool]:
+        """The nodes: the table, with a new summary when one is due; and whether one came."""
+        stats_due = self._stats_due()
+
+        async def table() -> tuple[NodeSnapshot, ...]:
+            started = time.monotonic()
+            listing = await client.node_table()
+            self._table_took = time.monotonic() - started
+            return listing.rows
+
+        async def stats() -> None:
+            started = time.monotonic()
+            self._stats = await client.node_stats(fresh=self._polls == 0)
+            self._stats_at = time.monotonic()
+            self._stats_took = self._stats_at - started
+
+        async def jobs() -> None:
+            self._jobs = await client.jobs()
+
+        asking = asyncio.ensure_future(table())
+        others = [
+            asyncio.ensure_future(c)
+            for c in (*([stats()] if stats_due else []), *([jobs()] if jobs_due else []))
+        ]
+        try:
+            rows = await asking
+            await asyncio.gather(*others)
+        finally:  # one failed (or the poll was cancelled): the others are not left asking a struggling head
+            for task in (asking, *others):
+                task.cancel()
+            await asyncio.gather(asking, *others, return_exceptions=True)
+        merged = await asyncio.to_thread(parse.merge_nodes, rows, self._stats, not stats_due)
+        return merged, stats_due
 
     def _schedule(self, delay: float) -> None:
         if self._timer is not None:
@@ -159,6 +239,16 @@ class ClusterFeed:
         self._timer = self.app.set_timer(delay, self.poll_now, name="cluster-poll")
 
     async def _poll(self) -> None:
+        self._polling = True
+        try:
+            await self._poll_once()
+        finally:
+            self._polling = False
+            if self._again:
+                self._again = False
+                self.poll_now()
+
+    async def _poll_once(self) -> None:
         self._poll_number += 1
         poll = self._poll_number
         state = self.state
@@ -167,11 +257,11 @@ class ClusterFeed:
                 return
             client = await self.dashboard()
             try:
-                nodes = await self._from_dashboard(client)
+                nodes, fresh = await self._from_dashboard(client)
             except DashboardOff:
-                nodes = await self._from_head(client)
+                nodes, fresh = await self._from_head(client), False
             running = any(job.status == "RUNNING" for job in self._jobs)
-            fleet = await self.gpus.after_poll(client, nodes, poll, running)
+            fleet = await self.gpus.after_poll(client, nodes, poll, running, fresh)
         except UnknownHostKey as unknown:
             self.app.post_message(HostKeyUnknown(unknown))
             self._unreachable("unknown host key: waiting for your answer")
@@ -197,10 +287,14 @@ class ClusterFeed:
         self.app.post_message(StateChanged(*topics))
         progress = state.join_progress()
         joining = progress is not None and not progress.ready
-        self._schedule(NODE_POLL_SECONDS if joining else max(NODE_POLL_SECONDS, self.steady_seconds))
+        slow_head = min(SLOWEST_SECONDS, HEAD_SHARE * self._table_took)
+        self._schedule(
+            NODE_POLL_SECONDS if joining else max(NODE_POLL_SECONDS, self.steady_seconds, slow_head)
+        )
 
-    async def _from_dashboard(self, client: DashboardClient) -> tuple[NodeSnapshot, ...]:
-        """Nodes (and jobs, when due) from the dashboard; the cluster's info on the first poll."""
+    async def _from_dashboard(self, client: DashboardClient) -> tuple[tuple[NodeSnapshot, ...], bool]:
+        """Nodes (and jobs, when due) from the dashboard, and whether a new summary came; the cluster's
+        info on the first poll."""
         state = self.state
         if client.without_dashboard is not None:
             raise DashboardOff(client.without_dashboard)
@@ -210,10 +304,7 @@ class ClusterFeed:
             warning = range_warning(state.info.ray_version)
             if warning:
                 self.app.notify(clean(warning), severity="warning", timeout=12, markup=False)
-        if self._polls % JOB_POLL_EVERY == 0 or state.needs("jobs"):
-            nodes, self._jobs = await asyncio.gather(client.nodes(fresh=self._polls == 0), client.jobs())
-            return nodes
-        return await client.nodes()
+        return await self._nodes(client, self._polls % JOB_POLL_EVERY == 0 or state.needs("jobs"))
 
     async def _from_head(self, client: DashboardClient) -> tuple[NodeSnapshot, ...]:
         """The head runs Ray without its dashboard: its nodes from its own Ray over SSH, no jobs, and the

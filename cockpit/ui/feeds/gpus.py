@@ -27,8 +27,9 @@ if TYPE_CHECKING:
     from cockpit.core.snapshots import NodeSnapshot
 
 ACTOR_POLL_EVERY = 3
-"""Alive actors (who is on which GPU) on every third poll while a screen needs them: the dashboard
-refreshes worker stats every 15 s, and listing actors costs the head O(actors)."""
+"""Alive actors (who is on which GPU) with every third new summary while a screen needs them: the
+dashboard refreshes worker stats every 15 s, and listing actors costs the head O(actors) (the summary's
+cadence slows with the cluster's size, and the actors' with it)."""
 GPU_REDRAW_SECONDS = 1.0
 """High-resolution readings redraw the GPU views at most this often."""
 
@@ -38,16 +39,27 @@ class GpuFeed:
         self.app = app
         self.state = state
         self._actors_loaded = False
+        self._summaries = 0
+        """Polls that brought a new summary (the actors are refreshed with every third)."""
         self._redraw: Timer | None = None
 
     async def after_poll(
-        self, client: DashboardClient, nodes: tuple[NodeSnapshot, ...], poll: int, job_running: bool
+        self,
+        client: DashboardClient,
+        nodes: tuple[NodeSnapshot, ...],
+        poll: int,
+        job_running: bool,
+        fresh_stats: bool = True,
     ) -> GpuFleet | None:
         """Feed the board (on a thread, so a 1,024-node poll leaves the UI free) and return the new fleet
-        when a shown screen needs one. `poll` numbers the polls: a cancelled one that ends late is ignored."""
+        when a shown screen needs one. `poll` numbers the polls: a cancelled one that ends late is ignored.
+        `fresh_stats`: the nodes carry a new summary (else the last one's readings, recorded already)."""
         board = self.state.gpu_board
         await asyncio.to_thread(board.ingest_nodes, nodes, job_running, time.time(), poll)
-        if self.state.needs("actors") and (not self._actors_loaded or poll % ACTOR_POLL_EVERY == 0):
+        if fresh_stats:
+            self._summaries += 1
+        due = fresh_stats and self._summaries % ACTOR_POLL_EVERY == 0
+        if self.state.needs("actors") and (not self._actors_loaded or due):
             try:
                 actors = await client.actors(filters=[("state", "=", "ALIVE")], limit=MAX_LIMIT)
             except CockpitError:

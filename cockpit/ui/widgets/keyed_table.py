@@ -4,7 +4,8 @@ A screen hands `show_rows` every row it wants, in the order it wants them, each 
 worker's key, a node id) and its cells by column key. Rows with a new key are added, rows whose key is
 gone are removed, rows that moved are put in their place, and in the rows that stay only the cells that
 changed are written: a refresh that changes one age rewrites one cell, and one that changes nothing
-rewrites nothing (no clear, no re-measuring of every row, no jump of the scroll position). The cursor
+rewrites nothing (no clear, no re-measuring of every row, no jump of the scroll position). A column
+widens for a wider cell and never narrows (narrowing would measure the whole column for each cell). The cursor
 stays on its row's key when rows come, go or move.
 
 Every cell is a `Text`. A `str` cell is made one by `plain` (cleaned of escapes and control characters,
@@ -20,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from rich.text import Text
 from textual._two_way_dict import TwoWayDict
 from textual.widgets import DataTable
-from textual.widgets.data_table import RowKey
+from textual.widgets.data_table import ColumnKey, RowKey
 
 from cockpit.ui.widgets.safe_text import plain
 
@@ -97,8 +98,13 @@ class KeyedTable(DataTable[Text]):
                     self.add_row(*(cells[column] for column in self.column_keys), key=key)
                     continue
                 for column in self.column_keys:
-                    if not same_cell(old[column], cells[column]):
-                        self.update_cell(key, column, cells[column], update_width=True)
+                    new = cells[column]
+                    if not same_cell(old[column], new):
+                        # Only a cell wider than its column has it measured again: for a narrower one
+                        # DataTable measures the whole column again (every row, for every changed cell:
+                        # seconds a poll at 2,000 nodes), so a column grows to fit and never shrinks.
+                        wider = new.cell_len > self.columns[ColumnKey(column)].content_width
+                        self.update_cell(key, column, new, update_width=wider)
             order = list(wanted)
             if [row.key.value for row in self.ordered_rows] != order:
                 # Rows moved: put them in order as `DataTable.sort` does, by their places (the rows, their
