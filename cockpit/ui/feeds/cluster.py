@@ -20,6 +20,7 @@ from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
 
 from cockpit.core.cluster.dashboard import DashboardClient
+from cockpit.core.cluster.liveness import NodeSilence
 from cockpit.core.cluster.versions import range_warning
 from cockpit.core.connect.connection import Connection, ConnectOptions, exposure_warning, open_connection
 from cockpit.core.errors import CockpitError, is_permanent
@@ -72,6 +73,8 @@ class ClusterFeed:
         self.steady_seconds: float = state.config.refresh.nodes
         """Node cadence once the cluster has its shape (`refresh.nodes` in config, default 5 s)."""
         self._walltime_warned = False
+        self._silence = NodeSilence()
+        """Which alive nodes stopped reporting (a partitioned host, before Ray declares it dead)."""
 
     # -- the connection ------------------------------------------------------------------------
 
@@ -191,7 +194,8 @@ class ClusterFeed:
             self.failed(str(exc), permanent=is_permanent(exc))
             return
         self._polls += 1
-        state.snapshot = ClusterSnapshot(nodes=nodes, jobs=self._jobs, fetched_at=time.time())
+        silent = self._silence.update(nodes, time.monotonic())
+        state.snapshot = ClusterSnapshot(nodes=nodes, jobs=self._jobs, fetched_at=time.time(), silent=silent)
         topics: list[Topic] = ["snapshot", "connection"]
         if state.offer_fleet(fleet):
             topics.append("gpus")
