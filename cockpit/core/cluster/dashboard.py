@@ -15,9 +15,11 @@ refuses what it would silently send empty).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -87,6 +89,13 @@ LOG_READ_DEADLINE_S = 600
 """How long the dashboard may take over one `/api/v0/logs/file` read (its own default is 30 s)."""
 
 
+def request_kind(method: str, path: str, params: Sequence[tuple[str, str]] | None) -> str:
+    """What makes two requests the same request: method, path and parameters ("GET /api/v0/actors
+    ?detail=true&limit=1000&state=ALIVE"), parameters sorted, values cut at 40 characters."""
+    query = "&".join(f"{key}={str(value)[:40]}" for key, value in sorted(params or ()))
+    return f"{method} {path}" + (f"?{query}" if query else "")
+
+
 def user_agent() -> str:
     """`ray-cockpit/VERSION`: the `User-Agent` of every request (read when the first session opens, not at
     import: the installed version comes from the package metadata)."""
@@ -143,6 +152,11 @@ class DashboardClient:
         self._unix_socket = unix_socket
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
+        self.in_flight: Counter[str] = Counter()
+        """Requests under way now, by kind (`request_kind`: method, path and parameters)."""
+        self.most_in_flight: Counter[str] = Counter()
+        """The most requests of each kind ever under way at once: a poll that piles up on a slow link
+        (asked again before its last answer came) shows here as a kind above 1."""
 
     @property
     def display_url(self) -> str:
@@ -178,6 +192,19 @@ class DashboardClient:
 
     # -- transport ---------------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _counted(self, method: str, path: str, params: Sequence[tuple[str, str]] | None) -> Iterator[None]:
+        """Counts one request under way (`in_flight`, `most_in_flight`) while the block runs."""
+        kind = request_kind(method, path, params)
+        self.in_flight[kind] += 1
+        self.most_in_flight[kind] = max(self.most_in_flight[kind], self.in_flight[kind])
+        try:
+            yield
+        finally:
+            self.in_flight[kind] -= 1
+            if not self.in_flight[kind]:
+                del self.in_flight[kind]
+
     async def _request(
         self,
         method: str,
@@ -193,22 +220,23 @@ class DashboardClient:
         sendable(params or (), path)
         limits = timeout or self._timeout
         try:
-            async with self._client().request(
-                method, url, params=params, json=json_body, data=data, timeout=limits
-            ) as resp:
-                body = await resp.read()
-                if resp.status >= 400:
-                    raise http_error(resp.status, path, body)
-                if raw:
-                    return body
-                if not expect_json:
-                    return body.decode("utf-8", errors="replace")
-                try:
-                    return json.loads(body)
-                except ValueError:
-                    raise RequestRejected(
-                        f"the dashboard sent something that is not JSON for {path}."
-                    ) from None
+            with self._counted(method, path, params):
+                async with self._client().request(
+                    method, url, params=params, json=json_body, data=data, timeout=limits
+                ) as resp:
+                    body = await resp.read()
+                    if resp.status >= 400:
+                        raise http_error(resp.status, path, body)
+                    if raw:
+                        return body
+                    if not expect_json:
+                        return body.decode("utf-8", errors="replace")
+                    try:
+                        return json.loads(body)
+                    except ValueError:
+                        raise RequestRejected(
+                            f"the dashboard sent something that is not JSON for {path}."
+                        ) from None
         except DashboardError:
             raise
         except asyncio.TimeoutError:
@@ -466,6 +494,8 @@ class DashboardClient:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._timeout.total, sock_read=read_timeout)
         limit = self._timeout.total
         arrived = 0
+        counted = self._counted("GET", path, params)
+        counted.__enter__()
         try:
             request = self._client().get(url, params=params, timeout=timeout)
             # The dashboard answers a stream only with its first chunk, so the wait for that is one too.
@@ -515,6 +545,8 @@ class DashboardClient:
             raise DashboardUnreachable(
                 f"the {what} from {self.display_url} dropped ({link or type(exc).__name__})."
             ) from None
+        finally:
+            counted.__exit__(None, None, None)
 
     async def log_file(
         self,

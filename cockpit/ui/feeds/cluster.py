@@ -26,7 +26,7 @@ from cockpit.core.connect.connection import Connection, ConnectOptions, exposure
 from cockpit.core.errors import CockpitError, is_permanent
 from cockpit.core.slurm import queue as slurm
 from cockpit.core.slurm.queue import SlurmJob, SlurmNotRunning
-from cockpit.core.snapshots import ClusterSnapshot, JobRow
+from cockpit.core.snapshots import ClusterSnapshot, JobRow, NodeSnapshot
 from cockpit.core.ssh.errors import UnknownHostKey
 from cockpit.core.units import duration
 from cockpit.ui.feeds import NOT_RETRYING, start_worker
@@ -177,6 +177,8 @@ class ClusterFeed:
                 nodes, self._jobs = await asyncio.gather(client.nodes(fresh=self._polls == 0), client.jobs())
             else:
                 nodes = await client.nodes()
+            if await self._new_session(client, nodes):
+                self._jobs = await client.jobs()  # the old session's jobs are not shown with the new nodes
             running = any(job.status == "RUNNING" for job in self._jobs)
             fleet = await self.gpus.after_poll(client, nodes, poll, running)
         except UnknownHostKey as unknown:
@@ -206,6 +208,30 @@ class ClusterFeed:
         progress = state.join_progress()
         joining = progress is not None and not progress.ready
         self._schedule(NODE_POLL_SECONDS if joining else max(NODE_POLL_SECONDS, self.steady_seconds))
+
+    async def _new_session(self, client: DashboardClient, nodes: tuple[NodeSnapshot, ...]) -> bool:
+        """Whether the head was restarted (a new Ray session) since the last poll: looked up after the
+        dashboard did not answer, or when no node of the last poll is listed any more. Said once; what
+        was kept of the old session (its jobs, which nodes were silent) is dropped."""
+        state, before = self.state, self.state.snapshot
+        known = {node.node_id for node in before.nodes} if before is not None else set()
+        if state.info is None or not (self._failures or (known and not known & {n.node_id for n in nodes})):
+            return False
+        info = await client.cluster_info()
+        old, state.info = state.info.session_name, info
+        self.app.post_message(StateChanged("info"))
+        if not old or not info.session_name or old == info.session_name:
+            return False
+        self._silence = NodeSilence()
+        self.app.notify(
+            clean(f"the cluster was restarted: new Ray session {info.session_name} (was {old}); "
+                  "the old session's jobs are gone from the lists"),
+            title="New cluster session",
+            severity="warning",
+            timeout=30,
+            markup=False,
+        )  # fmt: skip
+        return True
 
     # -- a cluster inside a Slurm job ------------------------------------------------------------
 
