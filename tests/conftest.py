@@ -19,6 +19,7 @@ from tests.harness.slurm import SlurmCluster, missing_slurm_binaries, start_slur
 
 if TYPE_CHECKING:  # (the harness modules that import Ray or Textual load only when a fixture runs)
     from tests.harness.hang_jobs import HungJob
+    from tests.harness.multihost import MultiHost
     from tests.harness.run import FinishedRun
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "ray-2.60-samples"
@@ -162,7 +163,7 @@ def no_user_role_table(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
     yield from _env_pointing_at("COCKPIT_ROLES", tmp_path_factory.mktemp("no-roles") / "roles.yaml")
 
 
-TIERS = ("slurm", "ray_head", "demo_job", "hung_demo", "ray_cluster")
+TIERS = ("slurm", "ray_head", "multihost", "demo_job", "hung_demo", "ray_cluster")
 """The heavy session fixtures, in the order their tests run, after every test that needs none of them:
 each is started for its tier (on first use) and stopped right after the last test that needs it
 (`pytest_runtest_teardown`), so no cluster idles under tests that do not use it. The demo job's tests
@@ -207,7 +208,9 @@ _LAST_USERS = pytest.StashKey[dict[int, list[str]]]()
 _TIER_OF: dict[str, int] = {}
 """Test id -> its tier, for the time summary."""
 _TIER_SECONDS: dict[int, float] = {}
-TIER_NAMES = ("no cluster", "Slurm", "Ray versions", "demo job", "hung job", "session cluster")
+_SUMMARY_LINES: list[str] = []
+"""Lines for the end of the session's output (what a heavy fixture measured or could not do)."""
+TIER_NAMES = ("no cluster", "Slurm", "Ray versions", "multi-host", "demo job", "hung job", "session cluster")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -228,6 +231,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             f"{TIER_NAMES[t]} {_TIER_SECONDS.get(t, 0.0):.0f} s ({counts[t]} tests)" for t in sorted(counts)
         ]
         terminalreporter.write_line(f"time by tier: {' · '.join(parts)} (the budget: docs/testing.md)")
+    for line in _SUMMARY_LINES:
+        terminalreporter.write_line(line)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -243,6 +248,52 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
             for fixturedef in info.name2fixturedefs.get(name, ()):
                 fixturedef.finish(request)
     return result
+
+
+@pytest.fixture(scope="session")
+def multihost(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MultiHost]:
+    """The multi-host cluster (tests/harness/multihost.py): a jump host, a head and 3 worker hosts, each a
+    network namespace with its own IP, host name, sshd and Ray node; the cockpit reaches it as
+    `multihost.target` with `multihost.cli_args()`. Shared by the session's multihost tests, stopped after
+    the last (nothing of it is left: namespaces, links, processes). Skipped where not root or no
+    `ip netns`."""
+    from tests.harness import netns
+
+    reason = netns.unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    from tests.harness.multihost import leftovers
+    from tests.harness.multihost import multihost as start
+
+    with start(tmp_path_factory.mktemp("multihost")) as cluster:
+        timings = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in cluster.timings.items())
+        _SUMMARY_LINES.append(
+            f"multi-host cluster on {cluster.subnet}.0/24 started: {timings} "
+            f"({cluster.start_cpu_seconds:.0f} CPU-s in its hosts' processes)"
+        )
+        _SUMMARY_LINES.append(f"multi-host cluster: {cluster.netem_reason}")
+        yield cluster
+    left = leftovers(cluster.prefix)
+    assert not left, f"the multi-host cluster left {left}"
+
+
+@pytest.fixture(scope="session")
+def multihost_job(multihost: MultiHost) -> str:
+    """A job on the multi-host cluster with one actor on each worker host (tests/harness/multihost_job.py),
+    each spinning in `spin_on_worker_host` after printing its host name to its log; its submission id.
+    It runs until the cluster stops."""
+    import sys
+    import time
+
+    from tests.harness import multihost_job
+
+    ips = " ".join(w.ip for w in multihost.workers)
+    submission_id = multihost.submit_job(f"{sys.executable} {multihost_job.__file__} {ips}", "multihost-job")
+    deadline = time.monotonic() + 120
+    while "actors placed" not in (logs := multihost.job_logs(submission_id)):
+        assert time.monotonic() < deadline, f"the multi-host job's actors were not placed:\n{logs[-3000:]}"
+        time.sleep(0.5)
+    return submission_id
 
 
 @pytest.fixture(scope="session")

@@ -40,6 +40,7 @@ __all__ = [
     "log_tail",
     "process_table",
     "start_sshd",
+    "write_sshd_config",
 ]
 
 HOST = "127.0.0.1"
@@ -455,6 +456,53 @@ def _wait_for_no_connections(pid: int, deadline: float) -> None:
         time.sleep(0.02)
 
 
+def write_sshd_config(
+    root: Path,
+    address: str,
+    port: int,
+    host_key: Path,
+    authorized_keys: Path,
+    user: str,
+    *,
+    allow_tcp_forwarding: bool = True,
+) -> Path:
+    """Write ``root/sshd_config`` for a server on ``address:port`` (keys only, its own pid file, log
+    level VERBOSE so each accepted login is a line of its log); returns the file's path."""
+    config_file = root / "sshd_config"
+    forwarding = "yes" if allow_tcp_forwarding else "no"
+    config_file.write_text(
+        "\n".join(
+            [
+                f"ListenAddress {address}",
+                f"Port {port}",
+                f"HostKey {host_key}",
+                f"PidFile {root / 'sshd.pid'}",
+                f"AuthorizedKeysFile {authorized_keys}",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "PubkeyAuthentication yes",
+                "PermitRootLogin prohibit-password",
+                # The temporary directories are not owned and moded the way sshd insists on.
+                "StrictModes no",
+                # With UsePAM no sshd refuses locked accounts ("!" in /etc/shadow), even for keys.
+                f"UsePAM {'yes' if _account_locked(user) else 'no'}",
+                f"AllowTcpForwarding {forwarding}",
+                "AllowStreamLocalForwarding yes",
+                "PermitOpen any",
+                "ClientAliveInterval 5",
+                "ClientAliveCountMax 3",
+                "UseDNS no",
+                "PrintMotd no",
+                "PrintLastLog no",
+                "LogLevel VERBOSE",
+                "Subsystem sftp internal-sftp",
+            ]
+        )
+        + "\n"
+    )
+    return config_file
+
+
 def start_sshd(
     root: Path,
     *,
@@ -498,39 +546,10 @@ def start_sshd(
     known_hosts = root / "known_hosts"
     known_hosts.write_text(f"[{HOST}]:{port} {host_public_key}\n")
 
-    config_file = root / "sshd_config"
-    log_file = root / "sshd.log"
-    forwarding = "yes" if allow_tcp_forwarding else "no"
-    config_file.write_text(
-        "\n".join(
-            [
-                f"ListenAddress {HOST}",
-                f"Port {port}",
-                f"HostKey {host_key}",
-                f"PidFile {root / 'sshd.pid'}",
-                f"AuthorizedKeysFile {authorized_keys}",
-                "PasswordAuthentication no",
-                "KbdInteractiveAuthentication no",
-                "PubkeyAuthentication yes",
-                "PermitRootLogin prohibit-password",
-                # The temporary directories are not owned and moded the way sshd insists on.
-                "StrictModes no",
-                # With UsePAM no sshd refuses locked accounts ("!" in /etc/shadow), even for keys.
-                f"UsePAM {'yes' if _account_locked(user) else 'no'}",
-                f"AllowTcpForwarding {forwarding}",
-                "AllowStreamLocalForwarding yes",
-                "PermitOpen any",
-                "ClientAliveInterval 5",
-                "ClientAliveCountMax 3",
-                "UseDNS no",
-                "PrintMotd no",
-                "PrintLastLog no",
-                "LogLevel VERBOSE",
-                "Subsystem sftp internal-sftp",
-            ]
-        )
-        + "\n"
+    config_file = write_sshd_config(
+        root, HOST, port, host_key, authorized_keys, user, allow_tcp_forwarding=allow_tcp_forwarding
     )
+    log_file = root / "sshd.log"
     # sshd refuses to start when it cannot parse the config; -t reports why more clearly.
     _ensure_privsep_dir()
     check = subprocess.run([sshd, "-t", "-f", str(config_file)], capture_output=True, text=True, check=False)
