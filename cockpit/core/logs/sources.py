@@ -380,7 +380,8 @@ class LogTail:
                 delay = self._retry_delay(exc, failures)
                 if not failures:  # said once an outage; the tries after it only update `dropped`
                     self.dropped_at = time.monotonic()
-                    self.on_event(f"{self.source.label}: stream dropped ({exc}); resuming by itself")
+                    reason = str(exc).rstrip(".")
+                    self.on_event(f"{self.source.label}: {reason}; resuming by itself, from where it stopped")
                 failures += 1
                 self.resumes += 1
                 self.dropped = str(exc)
