@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 from collections import Counter
@@ -154,6 +155,8 @@ class DashboardClient:
         self._session: aiohttp.ClientSession | None = None
         self.in_flight: Counter[str] = Counter()
         """Requests under way now, by kind (`request_kind`: method, path and parameters)."""
+        self._shared: dict[tuple[str, bool, bool], asyncio.Future[Any]] = {}
+        """GETs under way, by kind and how the answer is read: a second asker waits for the first."""
         self.most_in_flight: Counter[str] = Counter()
         """The most requests of each kind ever under way at once: a poll that piles up on a slow link
         (asked again before its last answer came) shows here as a kind above 1."""
@@ -180,6 +183,8 @@ class DashboardClient:
         return self._session
 
     async def close(self) -> None:
+        for shared in list(self._shared.values()):
+            shared.cancel()
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -215,6 +220,38 @@ class DashboardClient:
         data: bytes | None = None,
         raw: bool = False,
         timeout: aiohttp.ClientTimeout | None = None,
+    ) -> Any:
+        """One request's answer. A GET asked while the same GET (`request_kind`, read the same way) is
+        under way waits for that one's answer instead of asking again: two feeds, or a poll and a screen,
+        asking for the same list at once cost the head one request, and on a slow link no request of a
+        kind piles up. The answer is shared as parsed: callers read it, never change it."""
+        if method != "GET" or json_body is not None or data is not None:
+            return await self._send(method, path, params, json_body, expect_json, data, raw, timeout)
+        key = (request_kind(method, path, params), expect_json, raw)
+        shared = self._shared.get(key)
+        if shared is None:
+            sending = self._send(method, path, params, None, expect_json, None, raw, timeout)
+            shared = asyncio.ensure_future(sending)
+            self._shared[key] = shared
+            shared.add_done_callback(functools.partial(self._unshare, key))
+        return await asyncio.shield(shared)
+
+    def _unshare(self, key: tuple[str, bool, bool], done: asyncio.Future[Any]) -> None:
+        if self._shared.get(key) is done:
+            del self._shared[key]
+        if not done.cancelled():
+            done.exception()  # retrieved: every caller may have left before it ended
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        params: Sequence[tuple[str, str]] | None,
+        json_body: Any,
+        expect_json: bool,
+        data: bytes | None,
+        raw: bool,
+        timeout: aiohttp.ClientTimeout | None,
     ) -> Any:
         url = f"{self.base_url}{path}"
         sendable(params or (), path)
