@@ -402,11 +402,11 @@ def beat_actor(cluster: MultiHost, ray_job: str, ip: str) -> dict[str, Any] | No
     return next((a for a in actors if f"node:{ip}" in a["required_resources"]), None)
 
 
-def until_true(condition: Any, timeout: float, what: str) -> float:
-    """Call CONDITION until it is true; when (monotonic) it was."""
+def until_true(condition: Any, timeout: float, what: str, last: Any = str) -> float:
+    """Call CONDITION until it is true; when (monotonic) it was. LAST() says what was seen, on a timeout."""
     deadline = time.monotonic() + timeout
     while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}; last seen: {last()}"
         time.sleep(0.5)
     return time.monotonic()
 
@@ -444,11 +444,15 @@ def test_fault_a_worker_host_killed_mid_job(multihost: MultiHost) -> None:
             back_at = time.monotonic()
             reboot(cluster, lost)
 
-        def actor_back() -> bool:
-            actor = beat_actor(cluster, ray_job, lost.ip) or {}
-            return actor.get("state") == "ALIVE" and actor.get("num_restarts") == 1
+        seen: dict[str, Any] = {}
 
-        restarted_at = until_true(actor_back, 90, "the actor to restart on the host once it is back")
+        def actor_back() -> bool:
+            seen.update(beat_actor(cluster, ray_job, lost.ip) or {})
+            return seen.get("state") == "ALIVE" and seen.get("num_restarts") == 1
+
+        restarted_at = until_true(
+            actor_back, 90, "the actor to restart on the host once it is back", lambda: str(seen)
+        )
         until_true(
             lambda: cluster.dashboard(f"/api/jobs/{job_id}")["status"] in ("SUCCEEDED", "FAILED", "STOPPED"),
             120,
