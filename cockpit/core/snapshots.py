@@ -354,3 +354,7 @@ class ClusterSnapshot:
     jobs: tuple[JobRow, ...]
     fetched_at: float
     """Posix seconds when the answer arrived (the UI shows its age)."""
+    silent: Mapping[str, float] = field(default_factory=dict)
+    """Alive nodes that stopped reporting, by node id: seconds since their last new reading
+    (`cockpit.core.cluster.liveness.NodeSilence`). Ray still calls them ALIVE until its health checks
+    give up on them."""

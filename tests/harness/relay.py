@@ -4,7 +4,8 @@
 goes on accepting new ones: the client sees its stream drop for real (no mock of either side). With a
 rate, an answer of N bytes lasts at least N / rate seconds by construction, whatever the machine's speed,
 so a test can show that a read longer than a client's timeout succeeds (or, on code with a limit on
-the total time, fails) without measuring time itself.
+the total time, fails) without measuring time itself. With a delay, each way's bytes arrive that many
+seconds late, in order: a long link, for the slow-link fault where the kernel has no `tc netem`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,36 @@ async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter, rate: 
         sink.close()
 
 
+async def _delayed_pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter, delay: float) -> None:
+    """What SOURCE sends reaches SINK `delay` seconds later, in order (a line of that length: bytes keep
+    coming meanwhile, as on a long link, rather than one chunk at a time)."""
+    loop = asyncio.get_running_loop()
+    line: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+
+    async def deliver() -> None:
+        while True:
+            due, data = await line.get()
+            if not data:
+                return
+            await asyncio.sleep(max(0.0, due - loop.time()))
+            sink.write(data)
+            await sink.drain()
+
+    delivering = asyncio.ensure_future(deliver())
+    try:
+        while data := await source.read(1 << 16):
+            line.put_nowait((loop.time() + delay, data))
+        line.put_nowait((0.0, b""))
+        await delivering
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        delivering.cancel()
+        with contextlib.suppress(asyncio.CancelledError, ConnectionError, OSError):
+            await delivering
+        sink.close()
+
+
 @dataclass
 class Relay:
     url: str
@@ -46,8 +77,11 @@ class Relay:
 
 
 @asynccontextmanager
-async def relay(url: str, bytes_per_second: float | None = None) -> AsyncIterator[Relay]:
-    """A relay to `url` (http://host:port); its answers come at most at `bytes_per_second` if given."""
+async def relay(
+    url: str, bytes_per_second: float | None = None, delay: float = 0.0
+) -> AsyncIterator[Relay]:
+    """A relay to `url` (http://host:port, or tcp://host:port for any TCP service); its answers come at most
+    at `bytes_per_second` if given; with `delay`, every byte each way arrives that many seconds late."""
     target = urlsplit(url)
     host, port = target.hostname or "127.0.0.1", target.port or 80
     tasks: set[asyncio.Task[object]] = set()
@@ -60,10 +94,16 @@ async def relay(url: str, bytes_per_second: float | None = None) -> AsyncIterato
             return
         handle._writers |= {client_writer, server_writer}
         try:
-            await asyncio.gather(
-                _pump(client_reader, server_writer, None),
-                _pump(server_reader, client_writer, bytes_per_second),
-            )
+            if delay:
+                await asyncio.gather(
+                    _delayed_pump(client_reader, server_writer, delay),
+                    _delayed_pump(server_reader, client_writer, delay),
+                )
+            else:
+                await asyncio.gather(
+                    _pump(client_reader, server_writer, None),
+                    _pump(server_reader, client_writer, bytes_per_second),
+                )
         finally:
             handle._writers -= {client_writer, server_writer}
 

@@ -135,3 +135,18 @@ def test_a_group_bigger_than_the_whole_cluster_is_infeasible(samples_dir: Path) 
     report = pending_report([], [pg], nodes(samples_dir), (), "")
     assert report.items[0].infeasible
     assert "needs GPU 4 and the alive nodes have 2 in all" in report.items[0].sentence
+
+
+def test_an_actor_restarting_after_its_host_died_is_named_with_why_it_cannot_come_back(
+    samples_dir: Path,
+) -> None:
+    """A restartable actor pinned to a host (`node:<IP>`) whose host was lost: RESTARTING, and no alive
+    node offers that resource, so it waits for the host to come back (the killed-host fault)."""
+    pinned = ActorRow(
+        "b" * 32, "Beat", "", "RESTARTING", "04000000", "", None, 1, {"node:10.231.7.12": 0.01}
+    )
+    report = pending_report([pinned], [], nodes(samples_dir), usage(samples_dir), "")
+    assert report.stuck
+    (line,) = report.lines()
+    assert line.startswith(f"actor Beat {'b' * 12} RESTARTING: asks for {{node:10.231.7.12: 0.01}}"), line
+    assert "it can never be scheduled on these nodes" in line

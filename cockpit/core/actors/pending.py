@@ -1,6 +1,7 @@
 """Provides "why is it not running": pending actors and placement groups, each set against free resources.
 
-Actors in `PENDING_CREATION` / `DEPENDENCIES_UNREADY` and placement groups `PENDING` / `RESCHEDULING`
+Actors in `PENDING_CREATION` / `DEPENDENCIES_UNREADY` / `RESTARTING` (waiting to be placed again after
+their worker or node died) and placement groups `PENDING` / `RESCHEDULING`
 get one sentence each: what they ask for, what the alive nodes have free (each node's total from the
 node table minus what the autoscaler's report says is used), and why that is not enough: no node is big
 enough at all (it can never be placed), a `STRICT_SPREAD` group needs more nodes than there are, a
@@ -23,7 +24,9 @@ from cockpit.core.snapshots import ActorRow, NodeSnapshot, NodeUsage, PlacementG
 if TYPE_CHECKING:
     from cockpit.core.cluster.dashboard import DashboardClient
 
-PENDING_ACTOR_STATES = ("PENDING_CREATION", "DEPENDENCIES_UNREADY")
+PENDING_ACTOR_STATES = ("PENDING_CREATION", "DEPENDENCIES_UNREADY", "RESTARTING")
+"""An actor RESTARTING waits to be placed again like a new one: on a lost host, it may wait forever (an
+actor pinned to that host by its `node:<IP>` resource)."""
 PENDING_PG_STATES = ("PENDING", "RESCHEDULING")
 
 SCHEDULING_RESOURCES = ("CPU", "GPU", "memory")

@@ -15,10 +15,13 @@ refuses what it would silently send empty).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -103,6 +106,13 @@ def _read_json(body: bytes, path: str, then: Callable[[Any], Any] | None) -> Any
     return then(doc) if then is not None else doc
 
 
+def request_kind(method: str, path: str, params: Sequence[tuple[str, str]] | None) -> str:
+    """What makes two requests the same request: method, path and parameters ("GET /api/v0/actors
+    ?detail=true&limit=1000&state=ALIVE"), parameters sorted, values cut at 40 characters."""
+    query = "&".join(f"{key}={str(value)[:40]}" for key, value in sorted(params or ()))
+    return f"{method} {path}" + (f"?{query}" if query else "")
+
+
 def user_agent() -> str:
     """`ray-cockpit/VERSION`: the `User-Agent` of every request (read when the first session opens, not at
     import: the installed version comes from the package metadata)."""
@@ -168,6 +178,13 @@ class DashboardClient:
         self._unix_socket = unix_socket
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
+        self.in_flight: Counter[str] = Counter()
+        """Requests under way now, by kind (`request_kind`: method, path and parameters)."""
+        self._shared: dict[tuple[str, bool, bool, Callable[[Any], Any] | None], asyncio.Future[Any]] = {}
+        """GETs under way, by kind and how the answer is read: a second asker waits for the first."""
+        self.most_in_flight: Counter[str] = Counter()
+        """The most requests of each kind ever under way at once: a poll that piles up on a slow link
+        (asked again before its last answer came) shows here as a kind above 1."""
 
     @property
     def display_url(self) -> str:
@@ -191,6 +208,8 @@ class DashboardClient:
         return self._session
 
     async def close(self) -> None:
+        for shared in list(self._shared.values()):
+            shared.cancel()
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -202,6 +221,19 @@ class DashboardClient:
         await self.close()
 
     # -- transport ---------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _counted(self, method: str, path: str, params: Sequence[tuple[str, str]] | None) -> Iterator[None]:
+        """Counts one request under way (`in_flight`, `most_in_flight`) while the block runs."""
+        kind = request_kind(method, path, params)
+        self.in_flight[kind] += 1
+        self.most_in_flight[kind] = max(self.most_in_flight[kind], self.in_flight[kind])
+        try:
+            yield
+        finally:
+            self.in_flight[kind] -= 1
+            if not self.in_flight[kind]:
+                del self.in_flight[kind]
 
     async def _request(
         self,
@@ -215,25 +247,61 @@ class DashboardClient:
         timeout: aiohttp.ClientTimeout | None = None,
         then: Callable[[Any], Any] | None = None,
     ) -> Any:
-        """The answer's body: as JSON (read by THEN when given), text, or bytes (`raw`)."""
+        """One request's answer: as JSON (read by THEN when given), text, or bytes (`raw`). A GET asked
+        while the same GET (`request_kind`, read the same way, by the same THEN) is under way waits for
+        that one's answer instead of asking again: two feeds, or a poll and a screen, asking for the same
+        list at once cost the head one request, and on a slow link no request of a kind piles up. The
+        answer is shared as parsed: callers read it, never change it."""
         self._check_dashboard_on()
+        if method != "GET" or json_body is not None or data is not None:
+            return await self._send(method, path, params, json_body, expect_json, data, raw, timeout, then)
+        key = (request_kind(method, path, params), expect_json, raw, then)
+        shared = self._shared.get(key)
+        if shared is None:
+            sending = self._send(method, path, params, None, expect_json, None, raw, timeout, then)
+            shared = asyncio.ensure_future(sending)
+            self._shared[key] = shared
+            shared.add_done_callback(functools.partial(self._unshare, key))
+        return await asyncio.shield(shared)
+
+    def _unshare(
+        self, key: tuple[str, bool, bool, Callable[[Any], Any] | None], done: asyncio.Future[Any]
+    ) -> None:
+        if self._shared.get(key) is done:
+            del self._shared[key]
+        if not done.cancelled():
+            done.exception()  # retrieved: every caller may have left before it ended
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        params: Sequence[tuple[str, str]] | None,
+        json_body: Any,
+        expect_json: bool,
+        data: bytes | None,
+        raw: bool,
+        timeout: aiohttp.ClientTimeout | None,
+        then: Callable[[Any], Any] | None,
+    ) -> Any:
         url = f"{self.base_url}{path}"
         sendable(params or (), path)
         limits = timeout or self._timeout
         try:
-            async with self._client().request(
-                method, url, params=params, json=json_body, data=data, timeout=limits
-            ) as resp:
-                body = await resp.read()
-                if resp.status >= 400:
-                    raise http_error(resp.status, path, body)
-                if raw:
-                    return body
-                if not expect_json:
-                    return body.decode("utf-8", errors="replace")
-                if len(body) >= BIG_ANSWER:
-                    return await asyncio.to_thread(_read_json, body, path, then)
-                return _read_json(body, path, then)
+            with self._counted(method, path, params):
+                async with self._client().request(
+                    method, url, params=params, json=json_body, data=data, timeout=limits
+                ) as resp:
+                    body = await resp.read()
+                    if resp.status >= 400:
+                        raise http_error(resp.status, path, body)
+                    if raw:
+                        return body
+                    if not expect_json:
+                        return body.decode("utf-8", errors="replace")
+                    if len(body) >= BIG_ANSWER:
+                        return await asyncio.to_thread(_read_json, body, path, then)
+                    return _read_json(body, path, then)
         except DashboardError:
             raise
         except asyncio.TimeoutError:
@@ -518,6 +586,8 @@ class DashboardClient:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._timeout.total, sock_read=read_timeout)
         limit = self._timeout.total
         arrived = 0
+        counted = self._counted("GET", path, params)
+        counted.__enter__()
         try:
             request = self._client().get(url, params=params, timeout=timeout)
             # The dashboard answers a stream only with its first chunk, so the wait for that is one too.
@@ -569,6 +639,8 @@ class DashboardClient:
             raise DashboardUnreachable(
                 f"the {what} from {self.display_url} dropped ({link or type(exc).__name__})."
             ) from None
+        finally:
+            counted.__exit__(None, None, None)
 
     async def log_file(
         self,

@@ -80,11 +80,15 @@ NODES_EVERY = 60.0
 """How often where a watched job runs is looked up again (one actor-list request per job)."""
 
 
-def gpu_readings(nodes: Iterable[NodeSnapshot], only: Collection[str]) -> list[float | None]:
+def gpu_readings(
+    nodes: Iterable[NodeSnapshot], only: Collection[str], silent: Collection[str] = ()
+) -> list[float | None]:
     """The utilization of the GPUs of the alive nodes in ONLY (node ids: the job's), None where not known.
-    Another job's GPUs must not count as this one's progress: no node known, no reading."""
+    Another job's GPUs must not count as this one's progress: no node known, no reading. A node in SILENT
+    (alive, but no new reading for a while: `NodeSilence`) keeps its places, each None, so the other
+    GPUs keep their indices and its frozen readings count neither as movement nor as stillness."""
     return [
-        None if gpu.utilization is NA else float(gpu.utilization)
+        None if gpu.utilization is NA or node.node_id in silent else float(gpu.utilization)
         for node in nodes
         if node.alive and node.node_id in only
         for gpu in node.gpus
@@ -114,7 +118,9 @@ async def job_place(client: DashboardClient, job: JobRow, rules: RoleRules) -> J
     return JobPlace(nodes=frozenset(nodes), roles=roles)
 
 
-def role_readings(nodes: Iterable[NodeSnapshot], place: JobPlace) -> dict[str, list[float | None]]:
+def role_readings(
+    nodes: Iterable[NodeSnapshot], place: JobPlace, silent: Collection[str] = ()
+) -> dict[str, list[float | None]]:
     """Utilization per role on the job's alive nodes: each GPU counts for the roles of the processes on
     it. Raylets sharing a host share its GPUs and its pids, so a process is looked up by (host IP, pid)."""
     nodes = tuple(nodes)
@@ -129,5 +135,7 @@ def role_readings(nodes: Iterable[NodeSnapshot], place: JobPlace) -> dict[str, l
         for gpu in node.gpus:
             roles = {role_at[(node.ip, p.pid)] for p in gpu.processes if (node.ip, p.pid) in role_at}
             for role in roles:
-                by_role.setdefault(role, []).append(None if gpu.utilization is NA else float(gpu.utilization))
+                util = gpu.utilization
+                known = util is not NA and node.node_id not in silent
+                by_role.setdefault(role, []).append(float(util) if util is not NA and known else None)
     return by_role

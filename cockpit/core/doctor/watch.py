@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cockpit.core.cluster.errors import DashboardError
+from cockpit.core.cluster.liveness import NodeSilence
 from cockpit.core.doctor.hang import HangPolicy, ProgressWatch, Verdict
 from cockpit.core.doctor.progress import NODES_EVERY, JobPlace, gpu_readings, job_place, role_readings
 from cockpit.core.errors import CockpitError, is_permanent
@@ -53,6 +54,8 @@ class HangWatch:
         self.place = JobPlace(nodes=frozenset({job.driver_node_id} - {""}))
         """Where the job runs, as last looked up (until then: its driver's node)."""
         self.placed_at: float | None = None
+        self.silence = NodeSilence()
+        """Nodes still listed alive that stopped reporting: their last readings are not progress."""
         self._partial = b""
         self._blind_since: float | None = None
 
@@ -87,13 +90,16 @@ class HangWatch:
         return True
 
     def check(self, nodes: Iterable[NodeSnapshot], now: float) -> Verdict:
-        """One look at the cluster: the job's GPUs and each role's, on NODES, fed in; then the verdict."""
+        """One look at the cluster: the job's GPUs and each role's, on NODES, fed in; then the verdict.
+        The GPUs of a node that stopped reporting (`NodeSilence`) read as not known: the dashboard goes on
+        serving its last readings, which are no evidence either way."""
         nodes = tuple(nodes)
+        silent = self.silence.update(nodes, now).keys()
         self.seeing(now)
-        gpus = gpu_readings(nodes, self.place.nodes)
+        gpus = gpu_readings(nodes, self.place.nodes, silent)
         if gpus:
             self.progress.feed_gpus(gpus, now)
-        roles = role_readings(nodes, self.place)
+        roles = role_readings(nodes, self.place, silent)
         if roles:
             self.progress.feed_roles(roles, now)
         return self.progress.verdict(now)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -251,7 +252,8 @@ class LogTail:
 
     Args:
         lines: how many existing lines to start with (-1: the whole file, 0: none).
-        on_event: told, in one sentence, when the stream dropped and when it resumed.
+        on_event: told, in one sentence each, when the stream dropped and when it resumed (once an
+            outage, however many tries it takes; `dropped` holds the latest reason meanwhile).
         interval: how often the dashboard looks for new bytes at the end of the file (seconds).
     """
 
@@ -273,6 +275,8 @@ class LogTail:
         self.resumes = 0
         self.dropped = ""
         """Why the stream dropped, while it is being resumed ("" while it flows)."""
+        self.dropped_at: float | None = None
+        """When (monotonic) the stream dropped, while it is being resumed."""
         self.start_point: int | None = None
         """Where, in the file, the history ends and new bytes begin (None before the first read)."""
         self._ledger: Ledger | None = None
@@ -353,9 +357,14 @@ class LogTail:
                 ):
                     data = ledger.feed(chunk)
                     if failures and ledger.caught_up:
-                        self.on_event(f"{self.source.label}: stream resumed, no line lost or repeated")
+                        down = time.monotonic() - (self.dropped_at or time.monotonic())
+                        self.on_event(
+                            f"{self.source.label}: stream resumed after {down:.0f} s, "
+                            "no line lost or repeated"
+                        )
                         failures = 0
                         self.dropped = ""
+                        self.dropped_at = None
                     if data:
                         yield self._deliver(data)
             except FileReplaced:
@@ -369,10 +378,13 @@ class LogTail:
                     except DashboardError as check:
                         exc = check
                 delay = self._retry_delay(exc, failures)
+                if not failures:  # said once an outage; the tries after it only update `dropped`
+                    self.dropped_at = time.monotonic()
+                    reason = str(exc).rstrip(".")
+                    self.on_event(f"{self.source.label}: {reason}; resuming by itself, from where it stopped")
                 failures += 1
                 self.resumes += 1
                 self.dropped = str(exc)
-                self.on_event(f"{self.source.label}: stream dropped ({exc}); resuming in {delay:g} s")
                 await asyncio.sleep(delay)
 
     async def rest(self) -> AsyncIterator[bytes]:

@@ -22,12 +22,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
+from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
 
 from cockpit.core.cluster import parse
 from cockpit.core.cluster.dashboard import DashboardClient
 from cockpit.core.cluster.errors import DashboardOff
+from cockpit.core.cluster.liveness import NodeSilence
 from cockpit.core.cluster.versions import range_warning
 from cockpit.core.connect.connection import Connection, ConnectOptions, exposure_warning, open_connection
 from cockpit.core.errors import CockpitError, is_permanent
@@ -99,6 +101,10 @@ class ClusterFeed:
         """When (monotonic) that summary arrived."""
         self._stats_took = 0.0
         self._table_took = 0.0
+        self._silence = NodeSilence()
+        """Which alive nodes stopped reporting (a partitioned host, before Ray declares it dead)."""
+        self._silent: Mapping[str, float] = {}
+        """Those nodes as of the last summary (seconds since their last new reading)."""
 
     # -- the connection ------------------------------------------------------------------------
 
@@ -260,6 +266,9 @@ class ClusterFeed:
                 nodes, fresh = await self._from_dashboard(client)
             except DashboardOff:
                 nodes, fresh = await self._from_head(client), False
+            else:
+                if await self._new_session(client, nodes):
+                    self._jobs = await client.jobs()  # not the old session's jobs with the new nodes
             running = any(job.status == "RUNNING" for job in self._jobs)
             fleet = await self.gpus.after_poll(client, nodes, poll, running, fresh)
         except UnknownHostKey as unknown:
@@ -277,7 +286,10 @@ class ClusterFeed:
             self.failed(str(exc), permanent=is_permanent(exc))
             return
         self._polls += 1
-        state.snapshot = ClusterSnapshot(nodes=nodes, jobs=self._jobs, fetched_at=time.time())
+        if fresh:  # readings move only with a new summary: between two, a node is as silent as it was
+            self._silent = self._silence.update(nodes, time.monotonic())
+        silent = self._silent
+        state.snapshot = ClusterSnapshot(nodes=nodes, jobs=self._jobs, fetched_at=time.time(), silent=silent)
         topics: list[Topic] = ["snapshot", "connection"]
         if state.offer_fleet(fleet):
             topics.append("gpus")
@@ -315,6 +327,31 @@ class ClusterFeed:
         self._jobs = ()
         self.state.connection.without_dashboard = client.without_dashboard
         return await connection.head.nodes()
+
+    async def _new_session(self, client: DashboardClient, nodes: tuple[NodeSnapshot, ...]) -> bool:
+        """Whether the head was restarted (a new Ray session) since the last poll: looked up after the
+        dashboard did not answer, or when no node of the last poll is listed any more. Said once; what
+        was kept of the old session (its jobs, which nodes were silent) is dropped."""
+        state, before = self.state, self.state.snapshot
+        known = {node.node_id for node in before.nodes} if before is not None else set()
+        if state.info is None or not (self._failures or (known and not known & {n.node_id for n in nodes})):
+            return False
+        info = await client.cluster_info()
+        old, state.info = state.info.session_name, info
+        self.app.post_message(StateChanged("info"))
+        if not old or not info.session_name or old == info.session_name:
+            return False
+        self._silence = NodeSilence()
+        self._silent = {}
+        self.app.notify(
+            clean(f"the cluster was restarted: new Ray session {info.session_name} (was {old}); "
+                  "the old session's jobs are gone from the lists"),
+            title="New cluster session",
+            severity="warning",
+            timeout=30,
+            markup=False,
+        )  # fmt: skip
+        return True
 
     # -- a cluster inside a Slurm job ------------------------------------------------------------
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 from rich.text import Text
 
 from cockpit.core.snapshots import NA, NodeSnapshot
-from cockpit.core.units import ago, human_bytes, percent
+from cockpit.core.units import ago, duration, human_bytes, percent
 from cockpit.ui.widgets.keyed_table import KeyedTable
 from cockpit.ui.widgets.safe_text import plain
 
@@ -25,10 +26,13 @@ COLUMNS = (
 )
 
 
-def node_cells(node: NodeSnapshot, now: float) -> dict[str, Text]:
+def node_cells(node: NodeSnapshot, now: float, silent_for: float | None = None) -> dict[str, Text]:
     """The cells of one node's row, by column key: all `Text`, since a `str` cell is read as markup and
-    the ids, names, states and death causes came from the cluster."""
+    the ids, names, states and death causes came from the cluster. SILENT_FOR: seconds the node, still
+    ALIVE to Ray, has sent nothing new (`ClusterSnapshot.silent`): it is not answering."""
     state = plain(node.state, "bold green" if node.alive else "bold red")
+    if node.alive and silent_for is not None:
+        state = plain(f"not answering ({duration(silent_for)})", "bold yellow")
     gpus = f"{node.logical_gpus:g}"
     if node.logical_gpus and not node.has_gpu_telemetry:
         gpus += " (logical)"
@@ -69,9 +73,9 @@ class NodeTable(KeyedTable):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:  # noqa: A002
         super().__init__(COLUMNS, id=id, classes=classes)
 
-    def show(self, nodes: tuple[NodeSnapshot, ...]) -> None:
-        now = time.time()
-        self.show_rows((node.node_id, node_cells(node, now)) for node in nodes)
+    def show(self, nodes: tuple[NodeSnapshot, ...], silent: Mapping[str, float] | None = None) -> None:
+        now, silent = time.time(), silent or {}
+        self.show_rows((node.node_id, node_cells(node, now, silent.get(node.node_id))) for node in nodes)
 
     def select(self, key: str, focus: bool = True) -> bool:
         """Put the cursor on node KEY's row and focus the table; False if it is not listed."""

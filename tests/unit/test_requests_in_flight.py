@@ -1,0 +1,75 @@
+"""The dashboard client counts its requests under way by kind (`DashboardClient.most_in_flight`): what
+the slow-link fault test reads to prove that polls do not pile up; and a GET asked while the same GET is
+under way waits for that one (one request to the head). A real HTTP server that answers when told, so
+requests are truly under way at once."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from cockpit.core.cluster.dashboard import DashboardClient, request_kind
+
+
+def test_a_kind_is_method_path_and_sorted_parameters() -> None:
+    assert request_kind("GET", "/api/v0/actors", [("state", "ALIVE"), ("limit", "10")]) == (
+        "GET /api/v0/actors?limit=10&state=ALIVE"
+    )
+    assert request_kind("GET", "/api/version", None) == "GET /api/version"
+
+
+async def test_the_same_get_at_once_is_one_request_counted_until_it_ends_whatever_the_end() -> None:
+    release = asyncio.Event()
+
+    asked = 0
+
+    async def version(_request: web.Request) -> web.Response:
+        nonlocal asked
+        asked += 1
+        await release.wait()
+        return web.json_response({"version": "4", "ray_version": "2.60.0", "ray_commit": "x"})
+
+    async def broken(_request: web.Request) -> web.Response:
+        return web.Response(status=500, text="no")
+
+    app = web.Application()
+    app.router.add_get("/api/version", version)
+    app.router.add_get("/api/jobs/", broken)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        async with DashboardClient(f"http://127.0.0.1:{port}") as client:
+            # The same GET asked three times at once: one request, three answers; one asker leaving early
+            # does not end it for the others.
+            first, second, third = (asyncio.ensure_future(client.version()) for _ in range(3))
+            while not client.in_flight:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)
+            second.cancel()
+            release.set()
+            assert (await first) == (await third)
+            assert dict(client.in_flight) == {}
+            assert client.most_in_flight["GET /api/version"] == 1
+            assert asked == 1
+            # A failed request is released; one whose every asker left ends on its own, and a new asker
+            # meanwhile joins it rather than asking again.
+            release.clear()
+            waiting = asyncio.ensure_future(client.version())
+            while not client.in_flight:
+                await asyncio.sleep(0.01)
+            waiting.cancel()
+            await asyncio.gather(waiting, client.jobs(), return_exceptions=True)
+            assert dict(client.in_flight) == {"GET /api/version": 1}
+            late = asyncio.ensure_future(client.version())
+            await asyncio.sleep(0.05)
+            release.set()
+            await late
+            assert dict(client.in_flight) == {} and asked == 2
+            assert client.most_in_flight == {"GET /api/version": 1, "GET /api/jobs/": 1}
+    finally:
+        release.set()  # the server's handler of the cancelled request ends too
+        await runner.cleanup()
