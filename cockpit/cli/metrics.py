@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from cockpit.core.cluster.dashboard import DashboardClient
     from cockpit.core.logs.sources import LogTail
     from cockpit.core.metrics.lines import Format, MetricsParser, Sample
+    from cockpit.core.metrics.phases import PhaseKeys
     from cockpit.core.metrics.series import KeyFilter, SeriesStore
     from cockpit.core.snapshots import JobRow
 
@@ -146,6 +147,12 @@ async def _metrics(
     from cockpit.core.snapshots import match_job
 
     job = match_job(await client.jobs(), args.job)
+    phase_keys = None
+    if args.phases:
+        from cockpit.core.metrics.phases import profile_keys
+
+        profile, _ = job_profile(job, profile_dirs=user_config().profile_dirs)
+        phase_keys = profile_keys(profile.phases, profile.framework) if profile is not None else None
     if form is None:
         profile, problem = job_profile(job, profile_dirs=user_config().profile_dirs)
         if problem:
@@ -167,7 +174,7 @@ async def _metrics(
         if not len(store):
             return _nothing(job, format_label(form), wanted)
         if args.phases:
-            return _print_phases(store, mode, args.last, job.key)
+            return _print_phases(store, mode, args.last, job.key, phase_keys)
         _print_whole(store, mode, _columns(store, wanted))
         _notes(store)
         return EXIT_OK
@@ -242,13 +249,13 @@ def _print_whole(store: SeriesStore, mode: Mode, columns: list[str]) -> None:
     out.flush()
 
 
-def _print_phases(store: SeriesStore, mode: Mode, last: int, job: str) -> int:
+def _print_phases(store: SeriesStore, mode: Mode, last: int, job: str, keys: PhaseKeys | None = None) -> int:
     """--phases: the last LAST steps split into their phases, as a table, CSV or JSON."""
     from cockpit.core.metrics.phases import OTHER, anatomy
     from cockpit.core.metrics.series import format_value
     from cockpit.core.text import clean
 
-    found = anatomy(store, last=last)
+    found = anatomy(store, keys, last=last)
     if found is None:
         err(f"no phase timings (verl timing_s/*, NeMo RL Timing, RLinf time/*) in the driver log of {job}.")
         return EXIT_FAIL

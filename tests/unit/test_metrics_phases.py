@@ -23,12 +23,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+from pathlib import Path
 
 import pytest
 
 from cockpit.cli.metrics import _print_phases
+from cockpit.core.jobs import profiles
 from cockpit.core.metrics.lines import MetricsParser
-from cockpit.core.metrics.phases import NEMO_RL, RLINF, VERL, anatomy, detect
+from cockpit.core.metrics.phases import NEMO_RL, RLINF, VERL, anatomy, detect, profile_keys
 from cockpit.core.metrics.series import SeriesStore
 from tests.unit.test_metrics import VERL_QUICKSTART, ray_prefix, rlinf_table, verl_line
 
@@ -234,3 +236,39 @@ def test_cli_csv_and_table(capsys: pytest.CaptureFixture[str]) -> None:
 def test_cli_without_timings_says_so(capsys: pytest.CaptureFixture[str]) -> None:
     assert _print_phases(store_of("step=1 reward=0.5\n"), "json", 20, "raysubmit_1") == 1
     assert "no phase timings" in capsys.readouterr().err
+
+
+def test_a_profile_names_its_own_phase_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "mine.yaml"
+    path.write_text(
+        "entrypoint: python train.py\nframework: generic\n"
+        "phases:\n  prefix: t/\n  total: step_total\n  checkpoint: save\n",
+        encoding="utf-8",
+    )
+    profile = profiles.load(path)
+    assert profile.phases == {"prefix": "t/", "total": "step_total", "checkpoint": "save"}
+    keys = profile_keys(profile.phases, profile.framework)
+    assert keys is not None and (keys.prefix, keys.total, keys.checkpoint) == ("t/", "step_total", "save")
+    store = store_of("step=1 t/rollout=2.5 t/train=1.5 t/save=1 t/step_total=5.5 loss=0.1\n", "generic")
+    assert _print_phases(store, "json", 20, "raysubmit_1", keys) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["framework"] == "generic" and doc["prefix"] == "t/"
+    assert doc["steps"] == [
+        {
+            "step": 1,
+            "total": 5.5,
+            "total_printed": True,
+            "phases": {"rollout": 2.5, "save": 1.0, "train": 1.5},
+            "other": 0.5,
+        }
+    ]
+    assert doc["checkpoints"]["last_seconds"] == 1.0
+    assert profile_keys({}) is None
+
+
+def test_a_profile_s_phases_are_checked(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("entrypoint: x\nphases:\n  prefx: t/\n", encoding="utf-8")
+    with pytest.raises(profiles.ProfileError) as info:
+        profiles.load(path)
+    assert ":3: phases.prefx: unknown key (expected prefix, total, checkpoint)." in str(info.value)

@@ -138,6 +138,16 @@ class Anatomy:
         return [s.name for s in self.shares]
 
 
+def profile_keys(phases: Mapping[str, str], framework: str = "") -> PhaseKeys | None:
+    """A profile's `phases:` (prefix, total, checkpoint) as PhaseKeys; None when it names no prefix."""
+    prefix = phases.get("prefix", "")
+    if not prefix:
+        return None
+    return PhaseKeys(
+        framework or "profile", prefix, phases.get("total") or None, phases.get("checkpoint") or None
+    )
+
+
 def detect(keys: Iterable[str]) -> PhaseKeys | None:
     """The framework whose total key is among KEYS (else one whose prefix is), or None."""
     present = set(keys)
