@@ -1,6 +1,7 @@
 """Provides `cockpit metrics TARGET JOB`: a job's training curves from its driver log, printed as a table of
 each key (first, last, min, max, count), as CSV (one row per step) or as JSON; `--follow` then prints the
-new points as they come, until the job ends.
+new points as they come, until the job ends. `--phases` prints instead each step's time split into the
+phases the framework timed (`metrics.phases`), their shares over the last N steps and the checkpoint saves.
 
 The driver log is read once, in chunks, through the dashboard (`LogTail`: the whole file, then the stream
 from where that read ended; Ray can only stream from the start of a file, so following reads the history
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from cockpit.core.cluster.dashboard import DashboardClient
     from cockpit.core.logs.sources import LogTail
     from cockpit.core.metrics.lines import Format, MetricsParser, Sample
+    from cockpit.core.metrics.phases import PhaseKeys
     from cockpit.core.metrics.series import KeyFilter, SeriesStore
     from cockpit.core.snapshots import JobRow
 
@@ -36,6 +38,8 @@ DEFAULT_MAX_POINTS = 100_000
 QUIET_S = 1.0
 """A stream quiet this long gives out the step it was assembling (a step's lines come together)."""
 STATUS_EVERY_S = 2.0
+DEFAULT_LAST = 20
+"""Steps --phases shows and takes the shares over."""
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -71,6 +75,19 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "(default: the job's profile, else auto)",
     )
     p.add_argument(
+        "--phases",
+        action="store_true",
+        help="each step's time split into its phases (generation, update, weight sync, checkpoint ...) from "
+        "the timing keys verl, NeMo RL or RLinf print, and each phase's share of the last steps",
+    )
+    p.add_argument(
+        "--last",
+        type=int,
+        default=DEFAULT_LAST,
+        metavar="N",
+        help=f"with --phases: the last N steps (default {DEFAULT_LAST}; 0: all)",
+    )
+    p.add_argument(
         "--max-points",
         type=int,
         default=DEFAULT_MAX_POINTS,
@@ -98,6 +115,10 @@ def _flags(args: argparse.Namespace) -> tuple[Format | None, list[str]]:
             raise CockpitError("--keys: give key names separated by commas (e.g. reward,kl).")
     if args.max_points < 2:
         raise CockpitError("--max-points must be at least 2.")
+    if args.phases and (args.follow or keys):
+        raise CockpitError("--phases reads the timing keys itself: leave out --follow and --keys.")
+    if args.last < 0:
+        raise CockpitError("--last must be 0 (all steps) or more.")
     return form, keys
 
 
@@ -126,6 +147,12 @@ async def _metrics(
     from cockpit.core.snapshots import match_job
 
     job = match_job(await client.jobs(), args.job)
+    phase_keys = None
+    if args.phases:
+        from cockpit.core.metrics.phases import profile_keys
+
+        profile, _ = job_profile(job, profile_dirs=user_config().profile_dirs)
+        phase_keys = profile_keys(profile.phases, profile.framework) if profile is not None else None
     if form is None:
         profile, problem = job_profile(job, profile_dirs=user_config().profile_dirs)
         if problem:
@@ -146,6 +173,8 @@ async def _metrics(
         store.extend(parser.flush())
         if not len(store):
             return _nothing(job, format_label(form), wanted)
+        if args.phases:
+            return _print_phases(store, mode, args.last, job.key, phase_keys)
         _print_whole(store, mode, _columns(store, wanted))
         _notes(store)
         return EXIT_OK
@@ -218,6 +247,77 @@ def _print_whole(store: SeriesStore, mode: Mode, columns: list[str]) -> None:
     else:
         _print_table(store, columns)
     out.flush()
+
+
+def _print_phases(store: SeriesStore, mode: Mode, last: int, job: str, keys: PhaseKeys | None = None) -> int:
+    """--phases: the last LAST steps split into their phases, as a table, CSV or JSON."""
+    from cockpit.core.metrics.phases import OTHER, anatomy
+    from cockpit.core.metrics.series import format_value
+    from cockpit.core.text import clean
+
+    found = anatomy(store, keys, last=last)
+    if found is None:
+        err(f"no phase timings (verl timing_s/*, NeMo RL Timing, RLinf time/*) in the driver log of {job}.")
+        return EXIT_FAIL
+    steps = found.steps[-last:] if last > 0 else found.steps
+    names = [n for n in found.names if n != OTHER] + ([OTHER] if OTHER in found.names else [])
+    out = sys.stdout
+    if mode == "json":
+        ckpt = found.checkpoints
+        doc = {
+            "framework": found.keys.framework,
+            "prefix": found.keys.prefix,
+            "steps": [
+                {
+                    "step": s.step,
+                    "total": s.total,
+                    "total_printed": s.total_printed,
+                    "phases": dict(s.phases),
+                    "other": s.other,
+                }
+                for s in steps
+            ],
+            "window": found.window,
+            "shares": {p.name: {"seconds": p.seconds, "share": p.share} for p in found.shares},
+            "checkpoints": None
+            if ckpt is None
+            else {
+                "count": ckpt.count,
+                "last_step": ckpt.last_step,
+                "last_seconds": ckpt.last_seconds,
+                "mean_seconds": ckpt.mean_seconds,
+                "share": ckpt.share,
+                "steps_since": ckpt.steps_since,
+                "seconds_since": ckpt.seconds_since,
+            },
+        }
+        out.write(json.dumps(doc) + "\n")
+    elif mode == "csv":
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(["step", "total", *names])
+        for s in steps:
+            row = s.seconds()
+            writer.writerow(
+                [s.step, format_value(s.total), *(format_value(row[n]) if n in row else "" for n in names)]
+            )
+    else:
+        width = max(len(clean(n)) for n in [*names, "PHASE"])
+        print(
+            f"{found.keys.framework} phases ({found.keys.prefix}*), last {found.window} steps "
+            f"{steps[0].step}-{steps[-1].step}:"
+        )
+        print(f"{'PHASE':{width}}  {'SECONDS':>11}  {'SHARE':>6}")
+        for p in found.shares:
+            print(f"{clean(p.name):{width}}  {p.seconds:>11.2f}  {p.share:>6.1%}")
+        ckpt = found.checkpoints
+        if ckpt is not None:
+            print(
+                f"checkpoint: {ckpt.count} saves, last at step {ckpt.last_step} ({ckpt.last_seconds:.2f}s, "
+                f"mean {ckpt.mean_seconds:.2f}s, {ckpt.share:.1%} of the last {found.window} steps); "
+                f"{ckpt.steps_since} steps ({ckpt.seconds_since:.1f}s) since"
+            )
+    out.flush()
+    return EXIT_OK
 
 
 def _print_table(store: SeriesStore, columns: list[str]) -> None:

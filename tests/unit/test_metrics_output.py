@@ -96,6 +96,9 @@ def test_follow_json_lines_start_with_the_history(capsys: pytest.CaptureFixture[
         ),
         (["--keys", " , "], "cockpit: --keys: give key names separated by commas (e.g. reward,kl)."),
         (["--max-points", "1"], "cockpit: --max-points must be at least 2."),
+        (["--phases", "--follow"], "cockpit: --phases reads the timing keys itself: leave out --follow"),
+        (["--phases", "--keys", "gen"], "cockpit: --phases reads the timing keys itself"),
+        (["--phases", "--last", "-1"], "cockpit: --last must be 0 (all steps) or more."),
     ],
 )
 def test_bad_flags_are_one_line_before_any_connection(

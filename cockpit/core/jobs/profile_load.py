@@ -224,6 +224,24 @@ PROFILE = Record(
             "or a regex with a (?P<step>...) group (default: the framework's)",
         ),
         Key(
+            "phases",
+            Record(
+                keys=(
+                    Key(
+                        "prefix",
+                        Text(),
+                        "the timing keys' prefix, e.g. timing_s/ (each key after it: a phase)",
+                    ),
+                    Key("total", Text(), "the name (after the prefix) of the step's total, e.g. step"),
+                    Key("checkpoint", Text(), "the name (after the prefix) of the checkpoint save's time"),
+                ),
+                shape="prefix, total, checkpoint",
+                unknown="unknown key (expected prefix, total, checkpoint).",
+            ),
+            "where the driver log's step timings are, for `cockpit metrics --phases` (default: verl's "
+            "timing_s/*, NeMo RL's Timing section, RLinf's time/*)",
+        ),
+        Key(
             "metadata", Table(Text(scalars=True), shape="key: string"), "job metadata, shown in the job list"
         ),
         Key("tags", Items(Text(scalars=True)), "words `cockpit profiles list` and the launcher show"),
@@ -265,6 +283,9 @@ class Profile:
     """A regex (checked to compile): only driver-log lines it finds count as progress; empty: any line."""
     hang_after: float | None = None
     """Seconds without progress that make a hang (`hang.hang_policy` reads both); None: the default."""
+    phases: Mapping[str, str] = field(default_factory=dict)
+    """`prefix`, `total`, `checkpoint`: the step timings' keys (`metrics.phases.profile_keys`); empty: the
+    framework's."""
     metrics: str = ""
     """How the driver log prints metrics: a format name (`metrics.FORMATS`) or a regex with a `step` group
     and a group per key (checked at load); empty: what `framework` prints (`metrics.job_format`)."""
@@ -370,6 +391,7 @@ def load(path: Path) -> Profile:
         progress=values.get("progress", ""),
         hang_after=values.get("hang_after"),
         metrics=values.get("metrics", ""),
+        phases={k: v for k, v in dict(values.get("phases") or {}).items() if v},
     )
 
 

@@ -4,8 +4,9 @@ Left, every key seen, filtered as you type (`/`), each with a sparkline, its las
 when it went NaN or infinite); right, the chosen keys against step. Space adds or removes the key under
 the cursor (the defaults are what the framework's users watch first: reward or score, KL, response
 length, throughput); `s` cycles the smoothing (none, EMA 0.6, 0.9); `c` overlays another run of the same
-profile (again: the next one; `C` removes it); `j` follows another job. Above, the step, the time per
-step over the latest steps and the rate since the job started.
+profile (again: the next one; `C` removes it); `j` follows another job; `p` shows instead each step's
+time split into its phases (generation, log-probs, update, weight sync, checkpoint: `PhaseBars`).
+Above, the step, the time per step over the latest steps and the rate since the job started.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from cockpit.ui.widgets.gpu_cells import sparkline
 from cockpit.ui.widgets.key_hints import KeyHints
 from cockpit.ui.widgets.keyed_table import KeyedTable
 from cockpit.ui.widgets.metric_chart import Line, MetricChart
+from cockpit.ui.widgets.phase_bars import PhaseBars
 from cockpit.ui.widgets.safe_text import clean, plain
 
 SMOOTHING = (0.0, 0.6, 0.9)
@@ -142,6 +144,7 @@ class MetricsScreen(CockpitScreen):
         Binding("c", "compare", "Compare", id="metrics.compare", show=False),
         Binding("C", "no_compare", "No compare", id="metrics.no_compare", show=False),
         Binding("j", "next_job", "Next job", id="metrics.next_job", show=False),
+        Binding("p", "phases", "Step phases", id="metrics.phases", show=False),
         Binding("escape", "clear_filter", "Clear filter", id="metrics.clear_filter", show=False),
     ]
 
@@ -152,10 +155,12 @@ class MetricsScreen(CockpitScreen):
                 yield Input(placeholder="filter keys (/)", id="metrics-filter")
                 yield KeyedTable(COLUMNS, id="metric-keys")
             yield MetricChart(id="metric-chart")
+            yield PhaseBars(id="metric-phases")
         yield KeyHints(self, id="metrics-hint")
 
     def on_mount(self) -> None:
         self.query_one("#metrics-filter", Input).display = False
+        self.query_one("#metric-phases", PhaseBars).display = False
 
     def on_screen_resume(self) -> None:
         super().on_screen_resume()
@@ -205,6 +210,10 @@ class MetricsScreen(CockpitScreen):
         self._draw_chart()
 
     def _draw_chart(self) -> None:
+        bars = self.query_one("#metric-phases", PhaseBars)
+        if bars.display:
+            bars.show(self.state.metrics.store)
+            return
         draw_chart(self.query_one("#metric-chart", MetricChart), self.state.metrics)
 
     # -- actions -------------------------------------------------------------------------------
@@ -234,6 +243,13 @@ class MetricsScreen(CockpitScreen):
         self.notify(f"smoothing: {'none' if not view.smoothing else f'EMA {view.smoothing:g}'}", timeout=2)
         self._draw_chart()
         self.refresh_view()
+
+    def action_phases(self) -> None:
+        """The curves, or each step's time split into its phases."""
+        bars = self.query_one("#metric-phases", PhaseBars)
+        bars.display = not bars.display
+        self.query_one("#metric-chart", MetricChart).display = not bars.display
+        self._draw_chart()
 
     def action_filter(self) -> None:
         box = self.query_one("#metrics-filter", Input)
