@@ -658,7 +658,8 @@ def restore_host_key(cluster: MultiHost, host: Host, public_key: str) -> None:
     cluster.start_sshd(host)
 
 
-SLOW_LINK = "login-to-jump link at 200 ms each way and 1 % loss"
+SLOW_LINK = "login-to-jump link at 200 ms each way and 1 % loss (tc netem; no loss where it is missing)"
+SLOW_LINK_WITHOUT_NETEM = "login-to-jump link at 200 ms each way (no loss: no tc netem here)"
 DELAY_S = 0.2
 
 
@@ -711,7 +712,7 @@ async def test_fault_a_slow_lossy_link_between_login_and_head(multihost: MultiHo
     record(
         Figure(
             key="6-slow-link",
-            fault=SLOW_LINK,
+            fault=SLOW_LINK if cluster.netem_available else SLOW_LINK_WITHOUT_NETEM,
             user_sees=f"the TUI connected and polling; screens switch in {max(keys) * 1000:.0f} ms at most; "
             "at most 1 request of each kind in flight",
             notice_s=None,
