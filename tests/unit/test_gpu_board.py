@@ -293,3 +293,32 @@ def test_history_of_nodes_gone_from_the_cluster_is_dropped() -> None:
         )
     kept = {key.partition(":")[0] for key in board.history._rings}
     assert kept and kept <= {node.node_id for node in nodes[:2]}
+
+
+def test_an_agent_that_ended_says_why_on_its_own_nodes_only() -> None:
+    """Fault 5 of RELIABILITY.md: a worker host whose sshd is down (or whose host key changed) gets the
+    reason in its own GPU rows; the other nodes' rows are unaffected; high-resolution mode off clears it."""
+    from cockpit.ui.widgets.gpu_heatmap import cursor_detail
+    from cockpit.ui.widgets.gpu_list import GpuList
+
+    nodes = tuple(n for n in synthetic_nodes(4, 2) if n.alive and n.gpus)[:2]
+    board = GpuBoard()
+    board.ingest_nodes(nodes, job_running=False, local_time=T0)
+    why = "w1 [10.0.0.11]: cannot start the agent (cannot connect to 10.0.0.11: Connection refused)"
+    board.forget_agent([nodes[0].node_id], why)
+    fleet = board.fleet()
+    assert fleet.agent_failed == {nodes[0].node_id: why}
+    first_rows = [r for r in fleet.rows if r.node.node_id == nodes[0].node_id]
+    other_rows = [r for r in fleet.rows if r.node.node_id == nodes[1].node_id]
+    assert why in cursor_detail(fleet, first_rows[0]).plain
+    assert "agent:" not in cursor_detail(fleet, other_rows[0]).plain
+    groups = {fleet.rows[start].node.node_id: g for g, start in enumerate(fleet.groups[:-1])}
+    assert why in GpuList._summary(fleet, groups[nodes[0].node_id], first_rows[0])
+    assert "agent:" not in GpuList._summary(fleet, groups[nodes[1].node_id], other_rows[0])
+    reading = (GpuSample(index=0, name="agent GPU", uuid="u", utilization=9.0, memory_used_mib=1.0,
+                         memory_total_mib=2.0, power_w=1.0, temperature_c=40.0),)  # fmt: skip
+    board.ingest_agent([nodes[0].node_id], (nodes[0].sample_time or T0) + 1, reading)
+    assert board.fleet().agent_failed == {}  # it answers again
+    board.forget_agent([nodes[0].node_id], why)
+    board.stop_agent()
+    assert board.fleet().agent_failed == {}

@@ -121,6 +121,9 @@ class GpuFleet:
     """The board's change count when this fleet was built: a higher one is newer."""
     search: tuple[str, ...] = ()
     """Per row, lower-case text a filter matches: host, IP, node id, and the actors on the GPU."""
+    agent_failed: Mapping[str, str] = field(default_factory=dict)
+    """Per node id, why its high-resolution agent ended (an SSH refusal, a changed host key, no GPU
+    library): that node's rows say it, the others' are unaffected."""
 
     def now(self) -> float:
         """The login node's clock now (what ages are measured against)."""
@@ -234,6 +237,8 @@ class GpuBoard:
         self.rules: RoleRules = DEFAULT_RULES
         """How actors get their role (the user's role table on top of the built-in one)."""
         self._agent: dict[str, _AgentReading] = {}
+        self._agent_failed: dict[str, str] = {}
+        """Per node id, why its high-resolution agent ended (shown in that node's GPU rows)."""
         """Newest high-resolution reading per node id (times on the node's clock)."""
         self._fleet: GpuFleet | None = None
 
@@ -316,6 +321,7 @@ class GpuBoard:
         with self._lock:
             for node_id in node_ids:
                 self._agent[node_id] = reading
+                self._agent_failed.pop(node_id, None)
                 clock = self._clock(node_id)
                 clock.observe(when, arrived)
                 prefix = node_id + ":"
@@ -323,17 +329,21 @@ class GpuBoard:
                     self.history.record(prefix + str(gpu.index), when + clock.offset, gpu.utilization)
             self._changed()
 
-    def forget_agent(self, node_ids: Iterable[str]) -> None:
-        """The agent on these nodes stopped: their rows go back to the dashboard's readings."""
+    def forget_agent(self, node_ids: Iterable[str], reason: str = "") -> None:
+        """The agent on these nodes stopped: their rows go back to the dashboard's readings, and REASON
+        (why it stopped, one line) is shown with them until high-resolution mode is off."""
         with self._lock:
             for node_id in node_ids:
                 self._agent.pop(node_id, None)
+                if reason:
+                    self._agent_failed[node_id] = reason
             self._changed()
 
     def stop_agent(self) -> None:
         """High-resolution mode is off: rows go back to the dashboard's readings."""
         with self._lock:
             self._agent.clear()
+            self._agent_failed.clear()
             self._changed()
 
     # -- output ------------------------------------------------------------------------------------
@@ -352,6 +362,7 @@ class GpuBoard:
                 offset=_cluster_offset(self._clocks, self._nodes),
                 actors=self._actors,
                 agent=dict(self._agent),
+                agent_failed=dict(self._agent_failed),
             )
         fleet = _build(inputs, generation)
         with self._lock:
@@ -368,6 +379,7 @@ class _Inputs:
     offset: float
     actors: tuple[tuple[str, ActorRef], ...]
     agent: Mapping[str, _AgentReading]
+    agent_failed: Mapping[str, str] = field(default_factory=dict)
 
 
 def _build(inputs: _Inputs, generation: int) -> GpuFleet:
@@ -425,6 +437,7 @@ def _build(inputs: _Inputs, generation: int) -> GpuFleet:
         by_memory=tuple(sorted(range(len(rows)), key=lambda i: _memory_key(rows[i]))),
         generation=generation,
         search=tuple(search),
+        agent_failed=inputs.agent_failed,
     )
 
 

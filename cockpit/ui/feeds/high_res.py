@@ -175,7 +175,7 @@ class HighResFeed:
             reason = f"{label} [{ip}]: the agent stopped"
         self._running.discard(ip)
         self._failed[ip] = reason
-        board.forget_agent(node_ids)
+        board.forget_agent(node_ids, reason)
         self.gpus.changed(coalesce=True)
         self._describe()
 

@@ -400,4 +400,7 @@ def cursor_detail(fleet: GpuFleet, row: GpuRow) -> Text:
         if actors:
             text.append(" · " + ", ".join(clean(a.label) for a in actors))
         text.append(" · Enter opens the node", style="dim")
+    failed = fleet.agent_failed.get(node.node_id)
+    if failed and node.alive:
+        text.append(clean(f" · agent: {failed}"), style="yellow")
     return text

@@ -193,9 +193,11 @@ class GpuList(LineView, can_focus=True):
     @staticmethod
     def _summary(fleet: GpuFleet, group: int, first: GpuRow) -> str:
         model = fleet.models[group]
+        failed = fleet.agent_failed.get(first.node.node_id)
+        agent = f" · agent: {clean(failed)}" if failed else ""
         if not model:
-            return f"{first.node.logical_gpus:g} logical GPU(s), no GPU telemetry"
-        source = " · high-resolution agent" if first.source == "agent" else ""
+            return f"{first.node.logical_gpus:g} logical GPU(s), no GPU telemetry{agent}"
+        source = " · high-resolution agent" if first.source == "agent" else agent
         return f"{fleet.groups[group + 1] - fleet.groups[group]} x {clean(model)}{source}"
 
     @property
