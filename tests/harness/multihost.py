@@ -885,6 +885,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=WORKERS)
     parser.add_argument("--no-ray", action="store_true")
     args = parser.parse_args(argv)
+    # Ctrl+C ends it even when it was started with SIGINT ignored (a shell's `cmd &` ignores it, and an
+    # ignored signal is inherited): Python then installs no KeyboardInterrupt handler of its own.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     print(f"starting {netns.run_prefix()}", flush=True)
     with multihost(args.root, workers=args.workers, ray=not args.no_ray) as cluster:
         hosts = {h.name: {"ip": h.ip, "netns": h.netns, "pids": h.pids()} for h in cluster.hosts.values()}

@@ -9,7 +9,8 @@ import asyncio
 
 from aiohttp import web
 
-from cockpit.core.cluster.dashboard import DashboardClient, request_kind
+from cockpit.core.cluster.dashboard import DashboardClient
+from cockpit.core.cluster.transport import request_kind
 
 
 def test_a_kind_is_method_path_and_sorted_parameters() -> None:

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.core.cluster.dashboard import ASK_WHY_EVERY_S, DashboardClient
+from cockpit.core.cluster.dashboard import DashboardClient
 from cockpit.core.cluster.errors import DashboardOff, DashboardUnreachable
+from cockpit.core.cluster.transport import ASK_WHY_EVERY_S
 from cockpit.core.connect.programs import LocalProgram, NodeProgram
 from cockpit.core.connect.without_dashboard import (
     FAST_START,

@@ -15,19 +15,13 @@ refuses what it would silently send empty).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
-import json
 import os
-import time
-from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import aiohttp
 
-import cockpit
 from cockpit.core.cluster import parse
 from cockpit.core.cluster.answers import (
     Filter,
@@ -49,7 +43,6 @@ from cockpit.core.cluster.answers import (
 from cockpit.core.cluster.errors import (
     OLD_LOG_ERROR,
     DashboardError,
-    DashboardOff,
     DashboardUnreachable,
     LogStalled,
     NotFound,
@@ -57,6 +50,7 @@ from cockpit.core.cluster.errors import (
     http_error,
     old_log_error,
 )
+from cockpit.core.cluster.transport import DashboardTransport
 from cockpit.core.errors import CockpitError
 from cockpit.core.snapshots import (
     ActorRow,
@@ -90,35 +84,6 @@ LOG_TEXT_FORMAT = ("format", "text")
 data, `0` error: its default `leading_1` format) unless asked for plain text; Ray 2.60 ignores it."""
 LOG_READ_DEADLINE_S = 600
 """How long the dashboard may take over one `/api/v0/logs/file` read (its own default is 30 s)."""
-BIG_ANSWER = 1 << 20
-"""Bytes from which an answer is decoded and read on a thread: `/nodes?view=summary` is about 8.4 KB a
-node (17 MB at 2,000 nodes, a second of parsing), which would freeze the UI's event loop."""
-ASK_WHY_EVERY_S = 30.0
-"""How often, at most, the client asks why nothing answers (`why_unreachable`: a program run on the head)."""
-
-
-def _read_json(body: bytes, path: str, then: Callable[[Any], Any] | None) -> Any:
-    """BODY as JSON, read by THEN when given."""
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        raise RequestRejected(f"the dashboard sent something that is not JSON for {path}.") from None
-    return then(doc) if then is not None else doc
-
-
-def request_kind(method: str, path: str, params: Sequence[tuple[str, str]] | None) -> str:
-    """What makes two requests the same request: method, path and parameters ("GET /api/v0/actors
-    ?detail=true&limit=1000&state=ALIVE"), parameters sorted, values cut at 40 characters."""
-    query = "&".join(f"{key}={str(value)[:40]}" for key, value in sorted(params or ()))
-    return f"{method} {path}" + (f"?{query}" if query else "")
-
-
-def user_agent() -> str:
-    """`ray-cockpit/VERSION`: the `User-Agent` of every request (read when the first session opens, not at
-    import: the installed version comes from the package metadata)."""
-    return f"ray-cockpit/{cockpit.__version__}"
-
-
 def load_token(token_file: str | os.PathLike[str] | None = None, fallback: str | None = None) -> str | None:
     """The cluster's auth token: `--token-file`, else `RAY_AUTH_TOKEN`, else `fallback` (the local
     cluster's own token), else `~/.ray/auth_token`."""
@@ -139,7 +104,7 @@ def load_token(token_file: str | os.PathLike[str] | None = None, fallback: str |
         return None
 
 
-class DashboardClient:
+class DashboardClient(DashboardTransport):
     """Async client of one Ray dashboard.
 
     Args:
@@ -155,200 +120,11 @@ class DashboardClient:
             request raises `DashboardOff` with that sentence at once, without asking the head.
     """
 
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        token: str | None = None,
-        unix_socket: str | None = None,
-        timeout: float = 10.0,
-        label: str | None = None,
-        link_status: Callable[[], str | None] | None = None,
-        why_unreachable: Callable[[], Awaitable[str | None]] | None = None,
-    ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.without_dashboard: str | None = None
-        """Why there is no dashboard to ask (the head runs Ray without it), once `why_unreachable` said."""
-        self._why_unreachable = why_unreachable
-        self._asked_why_at: float | None = None
-        self._asking_why = asyncio.Lock()
-        self._label = label
-        self._link_status = link_status
-        self._token = token
-        self._unix_socket = unix_socket
-        self._timeout = aiohttp.ClientTimeout(total=timeout)
-        self._session: aiohttp.ClientSession | None = None
-        self.in_flight: Counter[str] = Counter()
-        """Requests under way now, by kind (`request_kind`: method, path and parameters)."""
-        self._shared: dict[tuple[str, bool, bool, Callable[[Any], Any] | None], asyncio.Future[Any]] = {}
-        """GETs under way, by kind and how the answer is read: a second asker waits for the first."""
-        self.most_in_flight: Counter[str] = Counter()
-        """The most requests of each kind ever under way at once: a poll that piles up on a slow link
-        (asked again before its last answer came) shows here as a kind above 1."""
-
-    @property
-    def display_url(self) -> str:
-        return self._label or self.base_url
-
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            connector: aiohttp.BaseConnector = (
-                aiohttp.UnixConnector(path=self._unix_socket)
-                if self._unix_socket
-                else aiohttp.TCPConnector(limit=8)
-            )
-            # Who asks, in the dashboard's access log: the cockpit and its version, not aiohttp's default.
-            headers = {"User-Agent": user_agent()}
-            if self._token:
-                headers["Authorization"] = f"Bearer {self._token}"
-            # No browser-like headers (Origin, Referer, Sec-Fetch-*): the dashboard refuses POSTs from those.
-            self._session = aiohttp.ClientSession(
-                connector=connector, headers=headers, timeout=self._timeout, trust_env=False
-            )
-        return self._session
-
-    async def close(self) -> None:
-        for shared in list(self._shared.values()):
-            shared.cancel()
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
     async def __aenter__(self) -> DashboardClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-    # -- transport ---------------------------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def _counted(self, method: str, path: str, params: Sequence[tuple[str, str]] | None) -> Iterator[None]:
-        """Counts one request under way (`in_flight`, `most_in_flight`) while the block runs."""
-        kind = request_kind(method, path, params)
-        self.in_flight[kind] += 1
-        self.most_in_flight[kind] = max(self.most_in_flight[kind], self.in_flight[kind])
-        try:
-            yield
-        finally:
-            self.in_flight[kind] -= 1
-            if not self.in_flight[kind]:
-                del self.in_flight[kind]
-
-    async def _request(
-        self,
-        method: str,
-        path: str,
-        params: Sequence[tuple[str, str]] | None = None,
-        json_body: Any = None,
-        expect_json: bool = True,
-        data: bytes | None = None,
-        raw: bool = False,
-        timeout: aiohttp.ClientTimeout | None = None,
-        then: Callable[[Any], Any] | None = None,
-    ) -> Any:
-        """One request's answer: as JSON (read by THEN when given), text, or bytes (`raw`). A GET asked
-        while the same GET (`request_kind`, read the same way, by the same THEN) is under way waits for
-        that one's answer instead of asking again: two feeds, or a poll and a screen, asking for the same
-        list at once cost the head one request, and on a slow link no request of a kind piles up. The
-        answer is shared as parsed: callers read it, never change it."""
-        self._check_dashboard_on()
-        if method != "GET" or json_body is not None or data is not None:
-            return await self._send(method, path, params, json_body, expect_json, data, raw, timeout, then)
-        key = (request_kind(method, path, params), expect_json, raw, then)
-        shared = self._shared.get(key)
-        if shared is None:
-            sending = self._send(method, path, params, None, expect_json, None, raw, timeout, then)
-            shared = asyncio.ensure_future(sending)
-            self._shared[key] = shared
-            shared.add_done_callback(functools.partial(self._unshare, key))
-        return await asyncio.shield(shared)
-
-    def _unshare(
-        self, key: tuple[str, bool, bool, Callable[[Any], Any] | None], done: asyncio.Future[Any]
-    ) -> None:
-        if self._shared.get(key) is done:
-            del self._shared[key]
-        if not done.cancelled():
-            done.exception()  # retrieved: every caller may have left before it ended
-
-    async def _send(
-        self,
-        method: str,
-        path: str,
-        params: Sequence[tuple[str, str]] | None,
-        json_body: Any,
-        expect_json: bool,
-        data: bytes | None,
-        raw: bool,
-        timeout: aiohttp.ClientTimeout | None,
-        then: Callable[[Any], Any] | None,
-    ) -> Any:
-        url = f"{self.base_url}{path}"
-        sendable(params or (), path)
-        limits = timeout or self._timeout
-        try:
-            with self._counted(method, path, params):
-                async with self._client().request(
-                    method, url, params=params, json=json_body, data=data, timeout=limits
-                ) as resp:
-                    body = await resp.read()
-                    if resp.status >= 400:
-                        raise http_error(resp.status, path, body)
-                    if raw:
-                        return body
-                    if not expect_json:
-                        return body.decode("utf-8", errors="replace")
-                    if len(body) >= BIG_ANSWER:
-                        return await asyncio.to_thread(_read_json, body, path, then)
-                    return _read_json(body, path, then)
-        except DashboardError:
-            raise
-        except asyncio.TimeoutError:
-            waited = limits.total or limits.sock_read or limits.sock_connect or 0
-            raise DashboardUnreachable(
-                f"the Ray dashboard at {self.display_url} did not answer {path} within "
-                f"{waited:.0f} s; the head may be overloaded."
-            ) from None
-        except (aiohttp.ClientError, OSError) as exc:
-            # Connection refused or reset, a stream cut mid-answer (ClientPayloadError), or something
-            # that is not the dashboard on that port (a malformed HTTP answer).
-            link = self._link_status() if self._link_status is not None else None
-            if link:
-                raise DashboardUnreachable(
-                    f"cannot reach the Ray dashboard at {self.display_url}: {link}."
-                ) from None
-            await self._ask_why()
-            reason = str(exc).split(" [")[0] or type(exc).__name__
-            raise DashboardUnreachable(
-                f"cannot reach the Ray dashboard at {self.display_url} ({reason}); is the cluster up?"
-            ) from None
-
-    def _check_dashboard_on(self) -> None:
-        if self.without_dashboard is not None:
-            raise DashboardOff(self.without_dashboard)
-
-    async def _ask_why(self) -> None:
-        """Nothing answered: ask the head why (once at a time, at most every `ASK_WHY_EVERY_S`); raise
-        `DashboardOff` when it runs Ray without its dashboard."""
-        if self._why_unreachable is None:
-            return
-        async with self._asking_why:
-            now = time.monotonic()
-            if self.without_dashboard is None and (
-                self._asked_why_at is None or now - self._asked_why_at >= ASK_WHY_EVERY_S
-            ):
-                self._asked_why_at = now
-                self.without_dashboard = await self._why_unreachable()
-        self._check_dashboard_on()
-
-    async def _get(
-        self,
-        path: str,
-        params: Sequence[tuple[str, str]] | None = None,
-        then: Callable[[Any], Any] | None = None,
-    ) -> Any:
-        return await self._request("GET", path, params=params, then=then)
 
     async def _state_list(
         self,
