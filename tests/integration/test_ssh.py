@@ -261,6 +261,8 @@ def test_ctrl_c_removes_the_tunnel_socket(
         port,
         "--nodes",
         "99",
+        "--token-file",  # a refused token now ends `wait` at once (the retry rule): it must wait here
+        str(ray_cluster.token_file),
     ]
     waiting = subprocess.Popen(
         [sys.executable, "-m", "cockpit.cli", *command, "--timeout", "120"],
@@ -286,7 +288,7 @@ def test_ctrl_c_removes_the_tunnel_socket(
         _out, err = waiting.communicate(timeout=30)
     finally:
         waiting.kill()
-    assert waiting.returncode == 130 and "interrupted" in err
+    assert waiting.returncode == 130 and "interrupted" in err, (waiting.returncode, err[-2000:])
     assert list(tmp_path.glob("cockpit-*")) == []
 
 
