@@ -180,6 +180,9 @@ tier keeps its order and its stop-after-the-last-test inside its process. On 2 c
 cluster test waits on Ray most of its time (docs/testing.md, "Two processes")."""
 
 
+FAULTS = "tests/integration/test_faults.py"
+"""The fault tests (RELIABILITY.md), run after the other multi-host tests."""
+
 WITH_THE_CLUSTER = ("tests/e2e/test_installed_wheel.py",)
 """Tests of no tier that run in the cluster's process, to even the two out: measured on an idle machine
 (docs/testing.md), the cluster's tiers took 929 s and the rest 1,531 s; building and installing the wheel
@@ -218,7 +221,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = [item for item in items if _in_part(item, part)]
-    items.sort(key=_tier)
+    # Inside the multi-host tier the fault tests go last: they cut links, stop sshds and restart Ray on
+    # the shared hosts, and a host they restored can differ in what the path tests read of it.
+    items.sort(key=lambda item: (_tier(item), FAULTS in item.nodeid))
     last: dict[str, pytest.Item] = {}
     for item in items:
         for name in TIERS:

@@ -68,7 +68,13 @@ def _line(process: subprocess.Popen[str], timeout: float = 120.0) -> str:
 
 
 def _ended_clean(process: subprocess.Popen[str], prefix: str, before: tuple[set[str], set[str]]) -> None:
-    process.wait(timeout=60)
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:  # it did not end: end it, and what it made, then fail
+        process.kill()
+        process.wait()
+        netns.remove_stale()
+        raise AssertionError("the harness did not end within 60 s of the signal") from None
     assert leftovers(prefix) == []
     assert _others() == before
 
