@@ -13,29 +13,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
-from cockpit.core.gpu.agents import MODULES
+from cockpit.core.gpu.agents import LOADER, shipped_modules
 
 PTRACE_SCOPE_FILE = "/proc/sys/kernel/yama/ptrace_scope"
 ATTACH_TIMEOUT = 10.0
 """One `py-spy dump` of one of Ray's processes: it pauses the process for a moment; a wedged one is given
 up (the program's deadline is the caller's)."""
-
-_LOADER = r"""
-import sys, types
-def _load_gpu_modules():
-    for _name, _source in _MODULES:
-        _module = types.ModuleType(_name)
-        _is_package = _source is None or _name == "cockpit.core.gpu"
-        if _is_package:
-            _module.__path__ = []
-        _module.__package__ = _name if _is_package else _name.rpartition(".")[0]
-        sys.modules[_name] = _module
-        if _source is not None:
-            exec(compile(_source, "<cockpit " + _name + ">", "exec"), _module.__dict__)
-"""
 
 _PROGRAM = r"""
 import json, os, platform, shutil, socket, subprocess, sys, time
@@ -191,14 +176,9 @@ def node_program(session: str = "", scope_file: str = PTRACE_SCOPE_FILE) -> str:
     """The whole program as Python source (about 20 KB with the GPU modules). SESSION: the cluster's
     session name, so that only this cluster's processes are looked at (all of them when "");
     SCOPE_FILE: where the kernel's ptrace scope is read (the tests point it at a file of theirs)."""
-    package = resources.files("cockpit")
-    modules = []
-    for name, path in MODULES:
-        source = None if path is None else package.joinpath(*path.split("/")).read_text(encoding="utf-8")
-        modules.append((name, source))
     return (
-        f"_MODULES = {modules!r}\n_SESSION = {session!r}\n_SCOPE_FILE = {scope_file!r}\n"
-        f"_ATTACH_TIMEOUT = {ATTACH_TIMEOUT!r}\n{_LOADER}{_PROGRAM}"
+        f"{shipped_modules()}_SESSION = {session!r}\n_SCOPE_FILE = {scope_file!r}\n"
+        f"_ATTACH_TIMEOUT = {ATTACH_TIMEOUT!r}\n{LOADER}{_PROGRAM}"
     )
 
 

@@ -41,17 +41,25 @@ MODULES = (
 """What the agent needs, in import order (`gpu.backend` before the package, which imports it); packages
 without a file are created empty. A unit test checks it against the files of `cockpit/core/gpu/`."""
 
-_BOOTSTRAP = """
+LOADER = r"""
 import sys, types
-for _name, _source in _MODULES:
-    _module = types.ModuleType(_name)
-    _is_package = _source is None or _name == "cockpit.core.gpu"
-    if _is_package:
-        _module.__path__ = []
-    _module.__package__ = _name if _is_package else _name.rpartition(".")[0]
-    sys.modules[_name] = _module
-    if _source is not None:
-        exec(compile(_source, "<cockpit " + _name + ">", "exec"), _module.__dict__)
+def _load_gpu_modules():
+    for _name, _source in _MODULES:
+        _module = types.ModuleType(_name)
+        _is_package = _source is None or _name == "cockpit.core.gpu"
+        if _is_package:
+            _module.__path__ = []
+        _module.__package__ = _name if _is_package else _name.rpartition(".")[0]
+        sys.modules[_name] = _module
+        if _source is not None:
+            exec(compile(_source, "<cockpit " + _name + ">", "exec"), _module.__dict__)
+"""
+"""Defines `_load_gpu_modules()`, which makes `MODULES` importable from the `_MODULES` line
+(`shipped_modules`) on a node where the cockpit is not installed. The agent and `cockpit check`'s node
+program both travel with it."""
+
+_BOOTSTRAP = """
+_load_gpu_modules()
 from cockpit.core.gpu import NoGpuFound, detect
 from cockpit.core.gpu.agent import run
 try:
@@ -66,15 +74,19 @@ except (BrokenPipeError, KeyboardInterrupt):
 """
 
 
-
-def agent_program(interval: float = 1.0) -> str:
-    """The whole agent as one Python program (about 15 KB)."""
+def shipped_modules() -> str:
+    """The `_MODULES = [(name, source), ...]` line `LOADER` reads: the sources of `MODULES`."""
     package = resources.files("cockpit")
     modules = []
     for name, path in MODULES:
         source = None if path is None else package.joinpath(*path.split("/")).read_text(encoding="utf-8")
         modules.append((name, source))
-    return f"_MODULES = {modules!r}\n_INTERVAL = {float(interval)!r}\n{_BOOTSTRAP}"
+    return f"_MODULES = {modules!r}\n"
+
+
+def agent_program(interval: float = 1.0) -> str:
+    """The whole agent as one Python program (about 15 KB)."""
+    return f"{shipped_modules()}_INTERVAL = {float(interval)!r}\n{LOADER}{_BOOTSTRAP}"
 
 
 @dataclass(frozen=True)
