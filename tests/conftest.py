@@ -15,6 +15,7 @@ import pytest
 
 from cockpit.core.jobs import profiles
 from tests.harness.cluster import FAST_HEALTH_CHECKS, ClusterHandle, running_cluster
+from tests.harness.properties import load_suite_profile
 from tests.harness.ray_versions import MATRIX, OldHead, build_in_background, old_head
 from tests.harness.slurm import SlurmCluster, missing_slurm_binaries, start_slurm
 
@@ -24,6 +25,8 @@ if TYPE_CHECKING:  # (the harness modules that import Ray or Textual load only w
     from tests.harness.multihost import MultiHost
     from tests.harness.run import FinishedRun
     from tests.harness.sshd import SshServer
+
+load_suite_profile()
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "ray-2.60-samples"
 """Dashboard responses captured from Ray 2.60 (../shared beside the checkout)."""
@@ -173,20 +176,21 @@ each is started for its tier (on first use) and stopped right after the last tes
 run first among the session cluster's, so the job (8 actors stepping) is stopped early too."""
 
 
-CLUSTER_PART = ("demo_job", "hung_demo", "ray_cluster")
+CLUSTER_PART = ("headless_head", "multihost", "demo_job", "hung_demo", "ray_cluster")
 """`--part`: `./scripts/test` runs two pytest processes side by side, one for the tests of the session
-cluster (the tiers of these fixtures) and one for the rest (no cluster, Slurm, Ray versions, ...). Each
-tier keeps its order and its stop-after-the-last-test inside its process. On 2 cores the two overlap: a
-cluster test waits on Ray most of its time (docs/testing.md, "Two processes")."""
+cluster (the tiers of these fixtures: the head without a dashboard and the multi-host hosts first) and one
+for the rest (no cluster, Slurm, Ray versions). Each tier keeps its order and its stop-after-the-last-test
+inside its process. On 2 cores the two overlap: a cluster test waits on Ray most of its time, while the
+rest's first tier (unit, property and fixture-UI tests) is one core's work in Python. The headless and
+multi-host tiers moved here (2026-11-27, late): measured, the rest ran 350 s past the cluster's part with
+a core idle (docs/testing.md, "Two processes")."""
 
 
 FAULTS = "tests/integration/test_faults.py"
 """The fault tests (RELIABILITY.md), run after the other multi-host tests."""
 
 WITH_THE_CLUSTER = ("tests/e2e/test_installed_wheel.py",)
-"""Tests of no tier that run in the cluster's process, to even the two out: measured on an idle machine
-(docs/testing.md), the cluster's tiers took 929 s and the rest 1,531 s; building and installing the wheel
-is about 230 s of the rest."""
+"""Tests of no tier that run in the cluster's process, to even the two out (docs/testing.md)."""
 
 
 def _in_part(item: pytest.Item, part: str) -> bool:

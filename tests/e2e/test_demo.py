@@ -1,5 +1,5 @@
-"""`cockpit demo` driven as a person would: in a real terminal (tmux, 80x24), then `q`; and the terminal
-closed under it."""
+"""`cockpit demo` driven as a person would, in a real terminal (tmux): at 80x24 the Cluster screen and the
+`default` layout, then `q`; at 200x50 the `wide` layout, then the terminal closed under it."""
 
 from __future__ import annotations
 
@@ -73,19 +73,52 @@ def test_demo_shows_nodes_and_running_job_then_the_default_layout_at_80x24_then_
             processes.down(directory=state)
 
 
-def test_closing_the_terminal_stops_the_demo_cluster(tmp_path: Path) -> None:
-    """A terminal closed under the app still stops the cluster the demo started: nothing of ~1.5 GB is
-    left running on a shared login node. A hangup sends SIGHUP and SIGCONT to the program, in an order
-    and at a moment nobody controls; here the SIGCONT lands while the cluster is being stopped (Textual's
-    driver kept a SIGCONT handler that then raised and cut the teardown short), and then the terminal
-    goes away for real (tmux killed: SIGHUP again, then every write fails with EIO)."""
+def test_the_wide_layout_live_then_a_closed_terminal_stops_the_demo_cluster(tmp_path: Path) -> None:
+    """The `wide` layout (`COCKPIT_LAYOUT=wide`) at 200x50 opens on the cockpit screen with every pane
+    live: the join, the nodes, the GPU heatmap, the running job, its driver log moving on and its training
+    curves. Then the terminal is closed under the app, and it still stops the cluster the demo started:
+    nothing of ~1.5 GB is left running on a shared login node. A hangup sends SIGHUP and SIGCONT to the
+    program, in an order and at a moment nobody controls; here the SIGCONT lands while the cluster is
+    being stopped (Textual's driver kept a SIGCONT handler that then raised and cut the teardown short),
+    and then the terminal goes away for real (tmux killed: SIGHUP again, then every write fails with
+    EIO). (One demo run for both: each demo costs a 3-node start and a job of 8 actors.)"""
     state = tmp_path / "state"
-    term = Terminal(f"cockpit-demo-hup-{os.getpid()}", 100, 30)
+    term = Terminal(f"cockpit-demo-hup-{os.getpid()}", 200, 50)
     before: list[int] = []
     try:
         python = shlex.quote(sys.executable)
-        term.type(f"COCKPIT_STATE_DIR={shlex.quote(str(state))} {python} -m cockpit.cli demo", "Enter")
-        term.wait_for(lambda s: "Nodes    3/3" in s and "RUNNING" in s, timeout=90)
+        env = f"COCKPIT_STATE_DIR={shlex.quote(str(state))} COCKPIT_LAYOUT=wide"
+        term.type(f"{env} {python} -m cockpit.cli demo", "Enter")
+
+        def live(screen: str) -> bool:
+            return (
+                "Nodes    3/3" in screen
+                and "READY" in screen
+                and screen.count("ALIVE") == 3
+                and "RUNNING   demo-" in screen
+                and re.search(r"step=\d+ reward=", screen) is not None  # the driver log pane
+                and re.search(r"┤.*reward", screen) is not None  # the curves pane has its reward line
+            )
+
+        screen = term.wait_for(live, timeout=150)
+        assert screen.splitlines()[0].startswith(" 0 Cockpit · local (demo) · ● connected")
+        for title in (
+            "Join progress",
+            "Nodes",
+            "GPUs",
+            "Jobs",
+            "Driver log",
+            "Training curves",
+            "Paused workers",
+        ):
+            assert f"─ {title} ─" in screen, title
+        assert "▀▀" in screen  # the heatmap's cells (logical GPUs: no readings, still drawn)
+        last = max(int(n) for n in re.findall(r"step=(\d+) reward=", screen))
+        term.wait_for(  # live: the driver log moves on
+            lambda s: max((int(n) for n in re.findall(r"step=(\d+) reward=", s)), default=0) > last,
+            timeout=30,
+        )
+
         cluster = record.load(state)
         assert cluster is not None
         before = cluster_processes(cluster)

@@ -32,6 +32,12 @@ class FinishedRun:
     """What `submit --follow` printed, and its exit code."""
 
 
+def interruptible() -> None:
+    """For `preexec_fn`: SIGINT as a shell gives it to the command it starts, even when the suite was
+    started in the background (`cmd &` in a non-interactive shell ignores SIGINT in all it starts)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_cockpit(
     *args: str, timeout: float = 120, env: Mapping[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:

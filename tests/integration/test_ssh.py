@@ -23,7 +23,7 @@ from cockpit.core.ssh.link import SshLink, SshOptions
 from cockpit.core.targets import parse_target
 from tests.harness.cluster import ClusterHandle
 from tests.harness.loop_io import opened_on_main_thread
-from tests.harness.run import run_cockpit
+from tests.harness.run import interruptible, run_cockpit
 from tests.harness.sshd import SshServer, generate_key, listening_addresses, start_sshd
 
 pytestmark = [pytest.mark.ssh, pytest.mark.cluster]
@@ -271,6 +271,7 @@ def test_ctrl_c_removes_the_tunnel_socket(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=interruptible,
     )
     try:
         deadline = time.monotonic() + 90  # a bound only: a fresh interpreter and an SSH handshake, loaded

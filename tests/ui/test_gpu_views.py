@@ -22,6 +22,7 @@ from cockpit.core.snapshots import ActorRow, NodeSnapshot
 from cockpit.ui.widgets.gpu_heatmap import CLASSES, EMPTY, GpuHeatmap, cursor_detail
 from cockpit.ui.widgets.gpu_list import GpuList
 from tests.harness.hostile import controls, hostile_cluster
+from tests.harness.properties import examples
 from tests.harness.snapshots import check_snapshot
 from tests.harness.synthetic import T0, synthetic_actors, synthetic_nodes
 
@@ -235,7 +236,7 @@ async def test_list_and_heatmap_show_any_cluster_text_as_text() -> None:
     gpu_list = GpuList()
     async with Host(gpu_list).run_test(size=(160, 30)):
 
-        @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+        @settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
         @given(
             hostile_cluster(), st.sampled_from(["node", "util", "memory"]), st.sampled_from([80, 120, 200])
         )

@@ -1,33 +1,24 @@
 """The Metrics screen (key 7) on the real local cluster: the session's demo job's driver log read and
 followed, reward and KL drawn against step and redrawn as steps arrive; a second run of the same profile
-overlaid with `c`."""
+overlaid with `c` (the session's finished run of the demo profile)."""
 
 from __future__ import annotations
-
-import re
 
 import pytest
 
 from cockpit.core.targets import parse_target
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.screens.metrics import MetricsScreen
-from tests.harness.cluster import ClusterHandle
-from tests.harness.run import run_cockpit, until
+from tests.harness.run import FinishedRun, until
 from tests.ui.test_actors_fixture import screen_text
 
 pytestmark = pytest.mark.cluster
 
 
-@pytest.fixture
-def short_run(ray_cluster: ClusterHandle) -> str:
-    """Another run of the demo profile, three steps, finished."""
-    done = run_cockpit("submit", "local", "demo", "steps=3", "--follow", timeout=180)
-    found = re.search(r"^submitted (\S+)$", done.stdout, re.MULTILINE)
-    assert done.returncode == 0 and found, done.stderr
-    return found.group(1)
-
-
-async def test_the_demo_s_curves_are_drawn_and_follow_and_compare(demo_job: str, short_run: str) -> None:
+async def test_the_demo_s_curves_are_drawn_and_follow_and_compare(
+    demo_job: str, finished_demo: FinishedRun
+) -> None:
+    short_run = finished_demo.submission_id  # a finished run of the same profile (the session's)
     app = CockpitApp(parse_target("local"))
     async with app.run_test(size=(200, 50)) as pilot:
         await pilot.press("7")
@@ -42,6 +33,8 @@ async def test_the_demo_s_curves_are_drawn_and_follow_and_compare(demo_job: str,
 
         await until(pilot, lambda: view.loaded and last_step() >= 3, timeout=60)
         first = last_step()
+        # The shown keys are chosen when the screen draws the store, a refresh after it was read.
+        await until(pilot, lambda: bool(view.keys), timeout=30)
         assert view.form == "demo" and view.keys[:2] == ["reward", "kl"]
         await until(pilot, lambda: last_step() >= first + 2, timeout=60)  # followed: new steps arrive
         await pilot.pause()
@@ -56,7 +49,7 @@ async def test_the_demo_s_curves_are_drawn_and_follow_and_compare(demo_job: str,
             pilot, lambda: view.compare_store is not None and "reward" in view.compare_store, timeout=60
         )
         compare_store = view.compare_store
-        assert compare_store is not None and compare_store.last_step == 3
+        assert compare_store is not None and compare_store.last_step == finished_demo.steps
         await pilot.pause()
         assert f"reward ({short_run[-8:]})" in screen_text(app)
         await pilot.press("C")

@@ -69,6 +69,8 @@ async def test_every_screen_at_2000_nodes_and_survives_a_500_and_a_stall(big_hea
         await until(pilot, lambda: app.state.connection.phase == "connected", timeout=30)
 
         head.stats.reset()
+        client = await app.cluster_feed.dashboard()
+        client.most_in_flight.clear()
         head.set_stall(True)
         try:
             await until(pilot, lambda: "did not answer" in app.state.connection.detail, timeout=60)
@@ -78,11 +80,14 @@ async def test_every_screen_at_2000_nodes_and_survives_a_500_and_a_stall(big_hea
             assert "unreachable" in text and " old" in text, text
             assert app.state.snapshot is not None and table.row_count == SHAPE.nodes + SHAPE.dead  # kept
             held = head.stats.snapshot()["endpoints"]
+            most = dict(client.most_in_flight)
         finally:
             head.set_stall(False)
         # Nothing piles up on a stalled head: a request that timed out is not left open beside its retry
-        # (two of a kind at most: the node table and the status are also read by the stuck watch).
-        assert all(e["max_in_flight"] <= 2 for e in held.values()), held
+        # (two of a kind at most: the node table and the status are also read by the stuck watch). Counted
+        # where the requests are held open, in the client: the head notices a hung-up asker only a poll
+        # later, later still on a loaded machine.
+        assert most and all(n <= 2 for n in most.values()), (most, held)
         await until(pilot, lambda: app.state.connection.phase == "connected", timeout=60)
         assert head.stats.by_endpoint["/api/v0/nodes"].requests > held["/api/v0/nodes"]["requests"]
         await pilot.press("q")

@@ -16,6 +16,7 @@ from cockpit.core.actors.table import SORT_COLUMNS, ActorIndex
 from cockpit.core.cluster import parse
 from cockpit.core.cluster.selectors import node_candidates
 from cockpit.core.snapshots import ActorRow
+from tests.harness.properties import examples
 
 CLASSES = ("RolloutWorker", "PolicyTrainer", "Critic", "WorkerDict", "Mystery")
 HOSTS = ("gpu-a1", "gpu-a10", "gpu-b1", "")
@@ -129,7 +130,7 @@ WORDS = st.text(alphabet="abcdefgijlnoprstuvwxyzABDGJR_-.0123456789:", min_size=
 """Enough to spell every key (`job:`, `node:gpu-a1`, `class:pkg.Critic`), in any case."""
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     text=st.lists(WORDS, max_size=3).map(" ".join), sort=st.sampled_from(SORT_COLUMNS), reverse=st.booleans()
 )
@@ -160,7 +161,7 @@ def test_any_filter_is_the_rows_a_plain_reading_keeps(text: str, sort: str, reve
     assert set(order) == {i for i, v in enumerate(index.rows) if keeps(v)}
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     texts=st.lists(st.lists(WORDS, max_size=3).map(" ".join), min_size=1, max_size=6),
     sort=st.sampled_from(SORT_COLUMNS),

@@ -39,6 +39,7 @@ from cockpit.core.snapshots import NodeSnapshot
 from cockpit.core.ssh.errors import AuthenticationFailed, HostKeyChanged, SshError, UnknownHostKey
 from cockpit.core.text import clean
 from tests.harness.hostile import controls, hostile_text
+from tests.harness.properties import examples
 
 CAPTURED = {
     "hostname": "gpu-07",
@@ -99,7 +100,7 @@ def test_wrong_types_read_as_unknown_never_as_a_pass() -> None:
         assert parse_clock(junk) is None
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(hostile_text)
 def test_hostile_node_text_is_shown_as_text(text: str) -> None:
     read = facts(hostname=text, python=text, py_spy=text, attach={"ok": False, "error": text})

@@ -21,9 +21,10 @@ from cockpit.ui.widgets.jobs_strip import jobs_text
 from cockpit.ui.widgets.node_table import node_cells
 from cockpit.ui.widgets.safe_text import clean, plain
 from tests.harness.hostile import T0, controls, hostile_cluster, hostile_jobs, hostile_text
+from tests.harness.properties import examples
 
 CONSOLE = Console(width=200, color_system="truecolor")
-EXAMPLES = settings(max_examples=200, deadline=None)
+EXAMPLES = settings(max_examples=examples(200), deadline=None)
 
 
 def rendered(text: Text) -> str:

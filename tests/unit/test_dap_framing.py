@@ -26,6 +26,7 @@ from cockpit.core.debug.dap_messages import (
 )
 from cockpit.core.debug.errors import DapClosed, DapError
 from tests.harness.loop_errors import fail_on_loop_errors
+from tests.harness.properties import examples
 
 no_loop_errors = pytest.fixture(autouse=True)(fail_on_loop_errors)
 
@@ -310,7 +311,7 @@ messages = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(messages, st.data())
 def test_messages_split_anywhere_parse_to_the_same_messages(
     messages: list[dict[str, Any]], data: st.DataObject

@@ -36,9 +36,10 @@ from cockpit.core.snapshots import (
     WorkerRow,
 )
 from tests.harness.hostile import hostile_text
+from tests.harness.properties import examples
 
 SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "ray-2.60-samples"
-EXAMPLES = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+EXAMPLES = settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 ODD_NUMBERS = [
     math.inf,

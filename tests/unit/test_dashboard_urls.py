@@ -19,6 +19,7 @@ from cockpit.core.cluster.answers import path_segment
 from cockpit.core.cluster.dashboard import DashboardClient
 from cockpit.core.cluster.errors import DashboardError, NotFound, RequestRejected
 from tests.harness.hostile import hostile_text
+from tests.harness.properties import examples
 
 CLOSED = "http://127.0.0.1:1"
 """Nothing listens on port 1: a request is built, traced and refused."""
@@ -107,7 +108,7 @@ async def test_a_value_that_cannot_be_sent_is_refused_before_sending() -> None:
             await client.actors(filters=[("name", "=", "w\udfff")])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(hostile_text)
 def test_a_path_segment_is_one_segment_naming_its_value(value: str) -> None:
     if value in ("", ".", ".."):

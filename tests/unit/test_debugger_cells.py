@@ -11,6 +11,7 @@ from rich.text import Text
 from cockpit.core.debug.paused import ExceptionSummary, PausedGroup, PausedWorker, group_paused
 from cockpit.ui.screens.debugger import COLUMNS, worker_cells
 from tests.harness.hostile import controls, hostile_text
+from tests.harness.properties import examples
 
 NOW = 1_795_642_400.0
 HOSTILE = "\x1b[31m[bold]x[/] [/data/a.parquet]\x1b]0;pwned\x07 \x00\x9b2J\u2028end\x1b[0m"
@@ -124,7 +125,7 @@ def test_the_groups_exception_stands_for_a_member_without_one() -> None:
     assert cells["where"].plain == "reward.py:12 in score"
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     message=hostile_text,
     type_name=hostile_text,

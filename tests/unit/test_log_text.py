@@ -16,6 +16,7 @@ from cockpit.core.logs.buffer import LineBuffer
 from cockpit.ui.widgets.log_rows import LogRows
 from cockpit.ui.widgets.log_text import display_plain, display_width, line_text
 from tests.harness.hostile import controls, hostile_text
+from tests.harness.properties import examples
 
 
 def rendered(text: str) -> str:
@@ -58,7 +59,7 @@ def test_a_very_long_line_of_escapes_renders() -> None:
     assert display_width(raw) == cell_len(text.plain)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(hostile_text)
 def test_any_line_renders_without_control_characters(raw: str) -> None:
     for colours in (True, False):
@@ -70,7 +71,7 @@ def test_any_line_renders_without_control_characters(raw: str) -> None:
     assert controls(rendered(raw)) == []
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.lists(st.tuples(st.sampled_from(["driver", "w[/0]", "evil\x1b]0;t\x07"]), hostile_text), max_size=12),
     st.integers(min_value=1, max_value=120),

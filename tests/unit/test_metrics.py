@@ -52,6 +52,7 @@ from cockpit.core.metrics.series import (
     StepRows,
     format_value,
 )
+from tests.harness.properties import examples
 
 CYAN, GREEN, RESET = "\x1b[36m", "\x1b[32m", "\x1b[0m"
 
@@ -443,7 +444,7 @@ def test_nan_and_inf_raise_the_alarm_with_their_step() -> None:
 # -- garbage and hostile lines -------------------------------------------------------------------------------
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(alphabet=st.characters(codec="utf-8"), max_size=400), st.sampled_from(FORMATS))
 def test_any_text_never_raises(text: str, form: str) -> None:
     parser = MetricsParser(form)
@@ -454,7 +455,7 @@ def test_any_text_never_raises(text: str, form: str) -> None:
         assert isinstance(value, float)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.binary(max_size=600))
 def test_any_bytes_never_raise(data: bytes) -> None:
     parser = MetricsParser()
@@ -463,7 +464,7 @@ def test_any_bytes_never_raise(data: bytes) -> None:
     parser.flush()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(0, 10**6), st.floats(allow_nan=True, allow_infinity=True), st.sampled_from(FORMATS))
 def test_no_key_from_the_demo_actors_prints(step: int, value: float, form: str) -> None:
     finite = value if math.isfinite(value) else 0.0
@@ -522,7 +523,7 @@ MIXED_LOG = "\n".join(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(st.integers(0, len(MIXED_LOG.encode())), max_size=30), st.sampled_from(FORMATS))
 def test_any_cutting_gives_what_the_whole_text_gives(cuts: list[int], form: str) -> None:
     data = MIXED_LOG.encode()

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from cockpit.core.jobs import profile_load, profiles
 from cockpit.core.jobs.preflight import preflight
 from tests.harness.hostile import hostile_text
+from tests.harness.properties import examples
 
 REPO = Path(__file__).resolve().parents[2]
 MEMORY_CAP = 2 * 2**30
@@ -200,7 +201,9 @@ def yaml_like(draw: st.DrawFn) -> bytes:
     return "\n".join(lines).encode("utf-8", errors="surrogatepass")
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(content=st.one_of(st.binary(max_size=2000), yaml_like()))
 def test_any_bytes_give_a_profile_or_one_line(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "p.yaml"

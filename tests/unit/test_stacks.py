@@ -42,6 +42,7 @@ from cockpit.core.doctor.stacks import (
 )
 from cockpit.core.text import clean
 from tests.harness.hostile import controls, hostile_text
+from tests.harness.properties import examples
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "stacks"
 JOB = "02000000"
@@ -345,21 +346,21 @@ def parsed_or_refused(parse_dump: Callable[[str], ProcessStack], text: str) -> N
         assert not controls(line), line
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(hostile_text)
 def test_any_text_is_parsed_or_refused(text: str) -> None:
     parsed_or_refused(parse_text, text)
     parsed_or_refused(parse_json, text)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated_dumps())
 def test_a_mangled_dump_is_parsed_or_refused(text: str) -> None:
     parsed_or_refused(parse_text, text)  # each form also given to the other's parser
     parsed_or_refused(parse_json, text)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(json_shapes)
 def test_json_of_any_shape_is_parsed_or_refused(doc: object) -> None:
     parsed_or_refused(parse_json, json.dumps(doc))
@@ -445,7 +446,7 @@ def test_markup_escapes_and_controls_in_names_are_kept_as_data() -> None:
         assert "\x1b" not in line and "\u202e" not in line
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(hostile_text, hostile_text, hostile_text, hostile_text)
 def test_rendered_text_of_hostile_names_has_no_control_character(
     function: str, file: str, thread: str, who: str
