@@ -370,8 +370,19 @@ class MultiHost:
         """HOST's cable pulled: its link to the bridge down (its processes run on, unreachable)."""
         netns.ip("link", "set", host.veth, "down")
 
-    def restore_link(self, host: Host) -> None:
+    def restore_link(self, host: Host, timeout: float = 10.0) -> None:
+        """HOST's cable back: returns once its bridge port forwards again (a link set up comes up a moment
+        later, longer on a loaded machine), or after TIMEOUT."""
         netns.ip("link", "set", host.veth, "up")
+        port = Path("/sys/class/net") / host.veth
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                up = (port / "operstate").read_text().strip() == "up"
+                state = port / "brport" / "state"  # 3: forwarding
+                if up and (not state.exists() or state.read_text().strip() == "3"):
+                    return
+            time.sleep(0.05)
 
     @contextlib.contextmanager
     def link_cut(self, host: Host) -> Iterator[None]:
