@@ -1,8 +1,8 @@
-"""Provides the dashboard client's transport: one aiohttp session (TCP or the SSH tunnel's UNIX socket), each
-request's answer read as JSON, text or bytes, and the rules every request follows: errors told as one
-sentence (`DashboardError`), an identical GET under way shared instead of sent again (and, for a list
-polled often, an answer the same as the last not read again), requests under way counted by kind, and a
-head that runs Ray without its dashboard told once (`DashboardOff`). The typed endpoints are
+"""Provides the dashboard client's transport: one aiohttp session (TCP or the SSH tunnel's UNIX socket),
+each request's answer read as JSON, text or bytes, and the rules every request follows: errors told as
+one sentence (`DashboardError`), an identical GET under way shared instead of sent again (and, for a
+list polled often, an answer the same as the last not read again), requests under way counted by kind,
+and a head that runs Ray without its dashboard told once (`DashboardOff`). The typed endpoints are
 `dashboard.DashboardClient`'s."""
 
 from __future__ import annotations

@@ -5,10 +5,10 @@ worker's key, a node id) and its cells by column key. Rows with a new key are ad
 gone are removed, rows that moved are put in their place, and in the rows that stay only the cells that
 changed are written: a refresh that changes one age rewrites one cell, and one that changes nothing
 rewrites nothing (no clear, no re-measuring of every row, no jump of the scroll position). A row given
-as `None` instead of its cells stays as it is shown, not even compared: a table of 2,000 nodes whose
-screen knows which rows changed builds and compares those alone. A column
-widens for a wider cell and never narrows (narrowing would measure the whole column for each cell). The cursor
-stays on its row's key when rows come, go or move.
+as `None` instead of its cells stays as shown, not even compared: a screen that knows which of 2,000
+rows changed builds and compares those alone. A column widens for a wider cell and never narrows
+(narrowing would measure the whole column for each cell). The cursor stays on its row's key when rows
+come, go or move.
 
 Every cell is a `Text`. A `str` cell is made one by `plain` (cleaned of escapes and control characters,
 never read as markup), since a `DataTable` reads a `str` as markup and every cluster string is hostile.
