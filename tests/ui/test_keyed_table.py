@@ -1,8 +1,8 @@
 """The keyed table (`cockpit.ui.widgets.keyed_table`) in a Pilot app: a refresh writes only the cells that
 changed (counted at `update_cell`, and the table's own row and cell objects compared), a change of style
-alone is redrawn, rows come, go and move by key with the cursor kept on its row, and hostile text shows as
-text. On the Jobs screen (fixture state): a new job at the top leaves the cursor on the job it was on, so
-`s` stops the job the user chose."""
+alone is redrawn, rows come, go and move by key with the cursor kept on its row, a row given as None stays
+as shown, and hostile text shows as text. On the Jobs screen (fixture state): a new job at the top leaves
+the cursor on the job it was on, so `s` stops the job the user chose."""
 
 from __future__ import annotations
 
@@ -170,6 +170,24 @@ async def test_hostile_text_shows_as_text() -> None:
         assert str(table.get_cell("esc", "state")) == "a\ufffdb\ufffdc d"
         text = screen_text(app)
         assert "[/]" in text and "[bold red]x[/]" in text and "\x1b" not in text
+
+
+async def test_a_row_given_as_none_stays_as_shown_and_keeps_its_place() -> None:
+    app = TableApp()
+    async with app.run_test(size=(60, 12)) as pilot:
+        table = app.query_one(CountingTable)
+        table.show_rows(rows("a", "b", "c"))
+        await pilot.pause()
+        cells = table.get_row("b")
+        table.forget()
+        table.show_rows([("c", None), ("b", None), rows("a", age="2s")[0]])  # moved; a's age changed
+        await pilot.pause()
+        assert shown(table) == ["c", "b", "a"] and table.keys == ("c", "b", "a")
+        assert table.updates == [("a", "age")] and (table.added, table.removed) == ([], [])
+        assert all(new is old for new, old in zip(table.get_row("b"), cells, strict=True))
+        assert table.shown_cells("b") is not None and table.shown_cells("d") is None
+        with pytest.raises(ValueError, match="not shown"):
+            table.show_rows([("d", None)])
 
 
 async def test_a_key_given_twice_or_an_unknown_column_is_a_bug() -> None:

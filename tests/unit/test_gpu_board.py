@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from cockpit.core.actors.roles import role_of
 from cockpit.core.cluster import parse
 from cockpit.core.gpu.board import FORGET_EVERY, GpuBoard, GpuFleet, is_stale
 from cockpit.core.gpu.history import HISTORY_SECONDS, HOLD_SECONDS, UtilHistory
-from cockpit.core.snapshots import NA, ActorRow, GpuSample, NodeSnapshot
+from cockpit.core.snapshots import NA, ActorRow, GpuSample, Metric, NodeSnapshot
 from tests.harness.synthetic import T0, synthetic_actors, synthetic_nodes
 
 SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "ray-2.60-samples"
@@ -322,3 +323,32 @@ def test_an_agent_that_ended_says_why_on_its_own_nodes_only() -> None:
     board.forget_agent([nodes[0].node_id], why)
     board.stop_agent()
     assert board.fleet().agent_failed == {}
+
+
+def test_a_poll_that_repeats_the_last_readings_records_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between two summaries each poll carries the last one's readings: only a node whose sample time
+    moved has its GPUs written, and the history is the same as without the repeating poll."""
+    nodes = synthetic_nodes(40, gpus=4)
+    moved = nodes[3]
+    assert moved.alive and moved.sample_time is not None and len(moved.gpus) == 4
+    later = (*nodes[:3], replace(moved, sample_time=moved.sample_time + 5), *nodes[4:])
+    board, without_repeat = GpuBoard(), GpuBoard()
+    for each in (board, without_repeat):
+        each.ingest_nodes(nodes, job_running=True, local_time=T0)
+    written: list[str] = []
+    record = board.history.record
+
+    def counted(key: str, when: float, utilization: Metric) -> None:
+        written.append(key)
+        record(key, when, utilization)
+
+    monkeypatch.setattr(board.history, "record", counted)
+    board.ingest_nodes(nodes, job_running=True, local_time=T0 + 5)
+    assert written == []
+    board.ingest_nodes(later, job_running=True, local_time=T0 + 10)
+    assert written == [f"{moved.node_id}:{gpu.index}" for gpu in moved.gpus]
+    without_repeat.ingest_nodes(later, job_running=True, local_time=T0 + 10)
+    keys = [f"{node.node_id}:{gpu.index}" for node in nodes for gpu in node.gpus]
+    assert len(board.history) == len(without_repeat.history) > 0
+    for key in keys:
+        assert board.history.series(key, T0 + 10, 60) == without_repeat.history.series(key, T0 + 10, 60)

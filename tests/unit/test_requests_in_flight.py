@@ -1,15 +1,17 @@
 """The dashboard client counts its requests under way by kind (`DashboardClient.most_in_flight`): what
 the slow-link fault test reads to prove that polls do not pile up; and a GET asked while the same GET is
-under way waits for that one (one request to the head). A real HTTP server that answers when told, so
-requests are truly under way at once."""
+under way waits for that one (one request to the head); a node table the same as the last is not read
+again. A real HTTP server that answers when told, so requests are truly under way at once."""
 
 from __future__ import annotations
 
 import asyncio
 
+import pytest
 from aiohttp import web
 
 from cockpit.core.cluster.dashboard import DashboardClient
+from cockpit.core.cluster.errors import DashboardError
 from cockpit.core.cluster.transport import request_kind
 
 
@@ -73,4 +75,47 @@ async def test_the_same_get_at_once_is_one_request_counted_until_it_ends_whateve
             assert client.most_in_flight == {"GET /api/version": 1, "GET /api/jobs/": 1}
     finally:
         release.set()  # the server's handler of the cancelled request ends too
+        await runner.cleanup()
+
+
+async def test_a_node_table_the_same_as_the_last_is_not_read_again() -> None:
+    """The node table is polled every few seconds and rarely changes: an answer byte for byte the last
+    gives the very same listing (not decoded again); a changed one is read, and an error still raises."""
+    rows = [
+        {"node_id": f"n{n}", "node_ip": f"10.0.0.{n}", "node_name": f"host-{n}", "state": "ALIVE",
+         "is_head_node": n == 0, "resources_total": {"CPU": 8.0}, "start_time_ms": 1_000_000 + n}
+        for n in range(3)
+    ]  # fmt: skip
+    status = 200
+
+    async def nodes(_request: web.Request) -> web.Response:
+        if status != 200:
+            return web.Response(status=status, text="no")
+        total = len(rows)
+        result = {"total": total, "num_after_truncation": total, "num_filtered": total, "result": rows}
+        return web.json_response({"result": True, "msg": "", "data": {"result": result}})
+
+    app = web.Application()
+    app.router.add_get("/api/v0/nodes", nodes)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        async with DashboardClient(f"http://127.0.0.1:{port}") as client:
+            first = await client.node_table()
+            assert [node.hostname for node in first.rows] == ["host-0", "host-1", "host-2"]
+            assert (await client.node_table()) is first
+            rows[1] = {**rows[1], "state": "DEAD", "state_message": "[bold]gone[/]"}
+            changed = await client.node_table()
+            assert changed is not first and changed.rows[0] == first.rows[0]
+            assert (changed.rows[1].state, changed.rows[1].state_message) == ("DEAD", "[bold]gone[/]")
+            assert (await client.node_table()) is changed
+            status = 500
+            with pytest.raises(DashboardError):
+                await client.node_table()
+            status = 200
+            assert (await client.node_table()) is changed
+    finally:
         await runner.cleanup()

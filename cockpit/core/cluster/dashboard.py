@@ -15,6 +15,7 @@ refuses what it would silently send empty).
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -134,7 +135,10 @@ class DashboardClient(DashboardTransport):
         limit: int = 1000,
         detail: bool = True,
         extra: Sequence[tuple[str, str]] = (),
+        unless_same: bool = False,
     ) -> Listing[T]:
+        """Rows of one state-API list (`/api/v0/RESOURCE`), each built by BUILD. UNLESS_SAME: an answer
+        byte for byte the last one gives the last listing, not read again (`_get_unless_same`)."""
         if not 0 < limit <= MAX_LIMIT:
             raise ValueError(f"limit must be within 1..{MAX_LIMIT}")
         params: list[tuple[str, str]] = [("limit", str(limit)), ("timeout", "8")]
@@ -143,7 +147,11 @@ class DashboardClient(DashboardTransport):
         params += filter_params(filters)
         params.extend(extra)
         path = f"/api/v0/{resource}"
-        listing: Listing[T] = await self._get(path, params, then=lambda doc: state_listing(doc, path, build))
+        read = functools.partial(state_listing, path=path, build=build)
+        if unless_same:
+            same: Listing[T] = await self._get_unless_same(path, params, read)
+            return same
+        listing: Listing[T] = await self._get(path, params, then=read)
         return listing
 
     # -- cluster -----------------------------------------------------------------------------------
@@ -170,8 +178,10 @@ class DashboardClient(DashboardTransport):
         return parse.cluster_info(version, meta)
 
     async def node_table(self) -> Listing[NodeSnapshot]:
-        """Nodes from the GCS table (`/api/v0/nodes`): cheap, authoritative for membership and death."""
-        return await self._state_list("nodes", parse.node_from_state, limit=MAX_LIMIT)
+        """Nodes from the GCS table (`/api/v0/nodes`): cheap, authoritative for membership and death. Polled
+        every few seconds and the same from one poll to the next while no node comes or goes: an answer
+        the same as the last is not read again, and gives the very same listing."""
+        return await self._state_list("nodes", parse.node_from_state, limit=MAX_LIMIT, unless_same=True)
 
     async def node_stats(self, fresh: bool = False) -> tuple[NodeSnapshot, ...]:
         """Nodes with host and GPU stats (`/nodes?view=summary`, cached 2 s by the dashboard).

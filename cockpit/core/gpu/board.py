@@ -277,6 +277,10 @@ class GpuBoard:
                 if not node.alive or node.sample_time is None:
                     continue
                 clock = self._clock(node.node_id)
+                if node.sample_time == clock.last:
+                    # Recorded already: between two summaries every poll carries the last one's readings
+                    # (16,000 GPUs at 2,000 nodes), and writing a reading again changes nothing.
+                    continue
                 clock.observe(node.sample_time, local_time)
                 if node.node_id in self._agent:
                     continue  # an agent's 1 Hz readings feed the history of its node

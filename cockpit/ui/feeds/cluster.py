@@ -68,6 +68,9 @@ HEAD_SHARE = 10.0
 SLOWEST_SECONDS = 60.0
 """The longest the node table waits for a slow head."""
 
+Nodes = tuple[NodeSnapshot, ...]
+"""A poll's nodes, head first, then by join time."""
+
 
 class ClusterFeed:
     def __init__(self, app: App[int], state: CockpitState, options: ConnectOptions, gpus: GpuFeed) -> None:
@@ -105,6 +108,10 @@ class ClusterFeed:
         """Which alive nodes stopped reporting (a partitioned host, before Ray declares it dead)."""
         self._silent: Mapping[str, float] = {}
         """Those nodes as of the last summary (seconds since their last new reading)."""
+        self._merged: tuple[Nodes, Nodes, bool, Nodes] | None = None
+        """The last merge: its table, its summary, whether only listed nodes were kept, and its nodes. The
+        same table (`node_table` gives the very same listing while its answer is the same) and the same
+        summary merge into the same nodes: kept, so the node table and the GPU board see them unchanged."""
 
     # -- the connection ------------------------------------------------------------------------
 
@@ -236,7 +243,11 @@ class ClusterFeed:
             for task in (asking, *others):
                 task.cancel()
             await asyncio.gather(asking, *others, return_exceptions=True)
-        merged = await asyncio.to_thread(parse.merge_nodes, rows, self._stats, not stats_due)
+        last, inputs = self._merged, (rows, self._stats, not stats_due)
+        if last is not None and last[0] is rows and last[1] is self._stats and last[2] == inputs[2]:
+            return last[3], stats_due
+        merged = await asyncio.to_thread(parse.merge_nodes, *inputs)
+        self._merged = (*inputs, merged)
         return merged, stats_due
 
     def _schedule(self, delay: float) -> None:

@@ -1,4 +1,8 @@
-"""Provides the jobs strip of the Cluster screen: the newest jobs with their status and run time."""
+"""Provides the jobs strip of the Cluster screen: the newest jobs with their status and run time.
+
+Shown again on every poll: text that did not change is not written (`Static.update` asks for a layout of
+the whole screen), and text of as many lines as before repaints the strip alone.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from textual.widgets import Static
 
 from cockpit.core.snapshots import JobRow
 from cockpit.core.units import duration
+from cockpit.ui.widgets.keyed_table import same_cell
 from cockpit.ui.widgets.safe_text import clean
 
 STATUS_STYLE = {
@@ -50,11 +55,20 @@ class JobsStrip(Static):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.limit = limit
         self.border_title = "Jobs"
+        self._shown: Text | None = None
+
+    def _put(self, text: Text) -> None:
+        """Write TEXT unless it is what the strip shows; a layout pass only if its height changed."""
+        shown = self._shown
+        if shown is not None and same_cell(shown, text):
+            return
+        self._shown = text
+        self.update(text, layout=shown is None or shown.plain.count("\n") != text.plain.count("\n"))
 
     def show(self, jobs: tuple[JobRow, ...]) -> None:
         if not jobs:
-            self.update(Text("no jobs yet (submit one with `cockpit submit TARGET PROFILE`)", style="dim"))
+            self._put(Text("no jobs yet (submit one with `cockpit submit TARGET PROFILE`)", style="dim"))
             return
         running = sum(1 for j in jobs if j.status == "RUNNING")
         self.border_subtitle = f"{running} running · {len(jobs)} total"
-        self.update(jobs_text(jobs, self.limit, time.time()))
+        self._put(jobs_text(jobs, self.limit, time.time()))

@@ -4,9 +4,11 @@ A screen hands `show_rows` every row it wants, in the order it wants them, each 
 worker's key, a node id) and its cells by column key. Rows with a new key are added, rows whose key is
 gone are removed, rows that moved are put in their place, and in the rows that stay only the cells that
 changed are written: a refresh that changes one age rewrites one cell, and one that changes nothing
-rewrites nothing (no clear, no re-measuring of every row, no jump of the scroll position). A column
-widens for a wider cell and never narrows (narrowing would measure the whole column for each cell). The cursor
-stays on its row's key when rows come, go or move.
+rewrites nothing (no clear, no re-measuring of every row, no jump of the scroll position). A row given
+as `None` instead of its cells stays as shown, not even compared: a screen that knows which of 2,000
+rows changed builds and compares those alone. A column widens for a wider cell and never narrows
+(narrowing would measure the whole column for each cell). The cursor stays on its row's key when rows
+come, go or move.
 
 Every cell is a `Text`. A `str` cell is made one by `plain` (cleaned of escapes and control characters,
 never read as markup), since a `DataTable` reads a `str` as markup and every cluster string is hostile.
@@ -35,7 +37,7 @@ def as_cell(value: Cell) -> Text:
 
 def same_cell(old: Text, new: Text) -> bool:
     """Whether NEW draws exactly as OLD: the same characters in the same styles and layout."""
-    return (
+    return old is new or (
         old.plain == new.plain
         and old.style == new.style
         and old.spans == new.spans
@@ -59,6 +61,7 @@ class KeyedTable(DataTable[Text]):
         self.column_keys = tuple(key for key, _label in columns)
         self._cells: dict[str, dict[str, Text]] = {}
         """The cells shown, by row key then column key, in the order shown."""
+        self._all_columns = frozenset(self.column_keys)
 
     def on_mount(self) -> None:
         self._add_columns()
@@ -75,24 +78,43 @@ class KeyedTable(DataTable[Text]):
         """The rows' keys, top to bottom."""
         return tuple(self._cells)
 
-    def show_rows(self, rows: Iterable[tuple[str, Mapping[str, Cell]]]) -> None:
+    def shown_cells(self, key: str) -> Mapping[str, Text] | None:
+        """The cells row KEY shows, by column key (to be read, not changed); None if it is not listed."""
+        return self._cells.get(key)
+
+    def show_rows(self, rows: Iterable[tuple[str, Mapping[str, Cell] | None]]) -> None:
         """Show ROWS, (key, cells by column key) pairs in the order to show them; a column a row has no
-        cell for is empty. Raises ValueError for a key given twice or a column the table does not have."""
+        cell for is empty, and a row whose cells are None stays as shown. Raises ValueError for a key
+        given twice, a column the table does not have, or None for a row not shown."""
         wanted: dict[str, dict[str, Text]] = {}
+        kept: set[str] = set()
         for key, cells in rows:
             if key in wanted:
                 raise ValueError(f"row key {key!r} given twice")
-            unknown = cells.keys() - set(self.column_keys)
-            if unknown:
+            if cells is None:
+                shown = self._cells.get(key)
+                if shown is None:
+                    raise ValueError(f"row key {key!r} is not shown: it needs its cells")
+                wanted[key] = shown
+                kept.add(key)
+                continue
+            if not cells.keys() <= self._all_columns:
+                unknown = cells.keys() - self._all_columns
                 raise ValueError(f"no column {sorted(unknown)!r} in this table")
             wanted[key] = {column: as_cell(cells.get(column, "")) for column in self.column_keys}
         self._add_columns()
         cursor_key = self.current_key()
         with self.app.batch_update():
-            for key in [key for key in self._cells if key not in wanted]:
+            gone = [key for key in self._cells if key not in wanted]
+            for key in gone:
                 self.remove_row(key)
                 del self._cells[key]
+            # The order the table has once new rows are added at its end: compared with the order wanted
+            # below instead of reading the table's rows back.
+            placed = [*self._cells, *(key for key in wanted if key not in self._cells)]
             for key, cells in wanted.items():
+                if key in kept:
+                    continue
                 old = self._cells.get(key)
                 if old is None:
                     self.add_row(*(cells[column] for column in self.column_keys), key=key)
@@ -106,7 +128,7 @@ class KeyedTable(DataTable[Text]):
                         wider = new.cell_len > self.columns[ColumnKey(column)].content_width
                         self.update_cell(key, column, new, update_width=wider)
             order = list(wanted)
-            if [row.key.value for row in self.ordered_rows] != order:
+            if placed != order:
                 # Rows moved: put them in order as `DataTable.sort` does, by their places (the rows, their
                 # cells and their measured heights stay as they are).
                 self._row_locations = TwoWayDict({RowKey(key): index for index, key in enumerate(order)})
@@ -120,7 +142,9 @@ class KeyedTable(DataTable[Text]):
         """The key of the row under the cursor; None when the table is empty."""
         if not self._cells or not 0 <= self.cursor_row < len(self._cells):
             return None
-        return self.ordered_rows[self.cursor_row].key.value
+        # By its place, not `ordered_rows`: that list is built again after every written cell.
+        key = self._row_locations.get_key(self.cursor_row)
+        return None if key is None else key.value
 
     def select(self, key: str, focus: bool = False) -> bool:
         """Put the cursor on KEY's row (and FOCUS the table); False if no row has that key."""

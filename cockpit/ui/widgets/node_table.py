@@ -1,4 +1,10 @@
-"""Provides the node table: one keyed row per node, updated in place; dead nodes stay listed."""
+"""Provides the node table: one keyed row per node, updated in place; dead nodes stay listed.
+
+A poll hands the table every node (2,020 rows at 2,000 nodes, every 5 s), and most rows have not changed
+since the last: a row's cells are built again only when what they are built from changed (its node, how
+long it has been silent, its "joined" age as written), and a row whose age alone moved gets that one
+cell. Building and comparing every row's cells on every poll cost most of the cockpit's idle CPU there.
+"""
 
 from __future__ import annotations
 
@@ -57,9 +63,14 @@ def node_cells(node: NodeSnapshot, now: float, silent_for: float | None = None) 
         "mem": Text(mem if node.alive else "-"),
         "gpus": Text(gpus),
         "store": Text(store if node.alive else "-"),
-        "joined": Text(ago(now - node.start_time) if node.start_time else "?"),
+        "joined": Text(joined(node, now)),
         "reason": plain(node.state_message, "red") if not node.alive else Text(),
     }
+
+
+def joined(node: NodeSnapshot, now: float) -> str:
+    """The "Joined" cell's text: how long ago the node joined, as of NOW."""
+    return ago(now - node.start_time) if node.start_time else "?"
 
 
 class NodeTable(KeyedTable):
@@ -72,10 +83,33 @@ class NodeTable(KeyedTable):
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:  # noqa: A002
         super().__init__(COLUMNS, id=id, classes=classes)
+        self._built_from: dict[str, tuple[NodeSnapshot, float | None, str]] = {}
+        """Per node id: what its row shows was built from (the node, seconds silent, the joined text)."""
 
-    def show(self, nodes: tuple[NodeSnapshot, ...], silent: Mapping[str, float] | None = None) -> None:
-        now, silent = time.time(), silent or {}
-        self.show_rows((node.node_id, node_cells(node, now, silent.get(node.node_id))) for node in nodes)
+    def show(
+        self,
+        nodes: tuple[NodeSnapshot, ...],
+        silent: Mapping[str, float] | None = None,
+        now: float | None = None,
+    ) -> None:
+        """Show NODES in their order; SILENT: seconds each silent node has sent nothing new (by node id);
+        NOW: the time the ages are counted to (posix seconds; the clock's by default)."""
+        now = time.time() if now is None else now
+        silent = silent or {}
+        before, built_from = self._built_from, {}
+        rows: list[tuple[str, Mapping[str, Text] | None]] = []
+        for node in nodes:
+            key, silent_for, age = node.node_id, silent.get(node.node_id), joined(node, now)
+            built_from[key] = (node, silent_for, age)
+            last, shown = before.get(key), self.shown_cells(key)
+            if last is None or shown is None or last[:2] != (node, silent_for):  # `is`, else `==`
+                rows.append((key, node_cells(node, now, silent_for)))
+            elif last[2] != age:
+                rows.append((key, {**shown, "joined": Text(age)}))
+            else:
+                rows.append((key, None))  # unchanged: neither built nor compared
+        self.show_rows(rows)
+        self._built_from = built_from
 
     def select(self, key: str, focus: bool = True) -> bool:
         """Put the cursor on node KEY's row and focus the table; False if it is not listed."""

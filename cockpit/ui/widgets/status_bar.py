@@ -11,6 +11,7 @@ from textual.widgets import Static
 
 from cockpit.core.slurm.queue import WALLTIME_WARN_SECONDS
 from cockpit.core.units import duration
+from cockpit.ui.widgets.keyed_table import same_cell
 from cockpit.ui.widgets.safe_text import clean
 
 if TYPE_CHECKING:
@@ -95,6 +96,8 @@ class StatusBar(Static):
     hang: reactive[str] = reactive("")
     """A running job that made no progress for its `hang_after`."""
     """A warning while something of a job has not started for more than a minute."""
+    _drawn: Text | None = None
+    """The line `show` last had drawn."""
 
     def show(self, state: CockpitState, screen_title: str) -> None:
         """Take the facts from the cockpit's state."""
@@ -112,7 +115,12 @@ class StatusBar(Static):
         self.hang = clean(hang_warning(state))
         self.nan = clean(metrics_warning(state))
         self.walltime, self.walltime_low = slurm_segment(state)
-        self.refresh()
+        # Asked on every change of the state (a followed job's metrics: twice a second), and the data's
+        # age moves with the clock: repainted when the line it draws changed, not on every call.
+        line = self.render()
+        if self._drawn is None or not same_cell(self._drawn, line):
+            self._drawn = line
+            self.refresh()
 
     def render(self) -> Text:
         # Most important first: at 80 columns the tail is cut.
