@@ -6,6 +6,8 @@ again. A real HTTP server that answers when told, so requests are truly under wa
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import pytest
 from aiohttp import web
@@ -13,6 +15,19 @@ from aiohttp import web
 from cockpit.core.cluster.dashboard import DashboardClient
 from cockpit.core.cluster.errors import DashboardError
 from cockpit.core.cluster.transport import request_kind
+
+
+@asynccontextmanager
+async def serving(app: web.Application) -> AsyncIterator[str]:
+    """APP served on a free loopback port for the block: its URL."""
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    finally:
+        await runner.cleanup()
 
 
 def test_a_kind_is_method_path_and_sorted_parameters() -> None:
@@ -39,43 +54,38 @@ async def test_the_same_get_at_once_is_one_request_counted_until_it_ends_whateve
     app = web.Application()
     app.router.add_get("/api/version", version)
     app.router.add_get("/api/jobs/", broken)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        async with DashboardClient(f"http://127.0.0.1:{port}") as client:
-            # The same GET asked three times at once: one request, three answers; one asker leaving early
-            # does not end it for the others.
-            first, second, third = (asyncio.ensure_future(client.version()) for _ in range(3))
-            while not client.in_flight:
-                await asyncio.sleep(0.01)
-            await asyncio.sleep(0.05)
-            second.cancel()
-            release.set()
-            assert (await first) == (await third)
-            assert dict(client.in_flight) == {}
-            assert client.most_in_flight["GET /api/version"] == 1
-            assert asked == 1
-            # A failed request is released; one whose every asker left ends on its own, and a new asker
-            # meanwhile joins it rather than asking again.
-            release.clear()
-            waiting = asyncio.ensure_future(client.version())
-            while not client.in_flight:
-                await asyncio.sleep(0.01)
-            waiting.cancel()
-            await asyncio.gather(waiting, client.jobs(), return_exceptions=True)
-            assert dict(client.in_flight) == {"GET /api/version": 1}
-            late = asyncio.ensure_future(client.version())
-            await asyncio.sleep(0.05)
-            release.set()
-            await late
-            assert dict(client.in_flight) == {} and asked == 2
-            assert client.most_in_flight == {"GET /api/version": 1, "GET /api/jobs/": 1}
-    finally:
-        release.set()  # the server's handler of the cancelled request ends too
-        await runner.cleanup()
+    async with serving(app) as url:
+        try:
+            async with DashboardClient(url) as client:
+                # The same GET asked three times at once: one request, three answers; one asker leaving early
+                # does not end it for the others.
+                first, second, third = (asyncio.ensure_future(client.version()) for _ in range(3))
+                while not client.in_flight:
+                    await asyncio.sleep(0.01)
+                await asyncio.sleep(0.05)
+                second.cancel()
+                release.set()
+                assert (await first) == (await third)
+                assert dict(client.in_flight) == {}
+                assert client.most_in_flight["GET /api/version"] == 1
+                assert asked == 1
+                # A failed request is released; one whose every asker left ends on its own, and a new asker
+                # meanwhile joins it rather than asking again.
+                release.clear()
+                waiting = asyncio.ensure_future(client.version())
+                while not client.in_flight:
+                    await asyncio.sleep(0.01)
+                waiting.cancel()
+                await asyncio.gather(waiting, client.jobs(), return_exceptions=True)
+                assert dict(client.in_flight) == {"GET /api/version": 1}
+                late = asyncio.ensure_future(client.version())
+                await asyncio.sleep(0.05)
+                release.set()
+                await late
+                assert dict(client.in_flight) == {} and asked == 2
+                assert client.most_in_flight == {"GET /api/version": 1, "GET /api/jobs/": 1}
+        finally:
+            release.set()  # the server's handler of the cancelled request ends too
 
 
 async def test_a_node_table_the_same_as_the_last_is_not_read_again() -> None:
@@ -97,25 +107,17 @@ async def test_a_node_table_the_same_as_the_last_is_not_read_again() -> None:
 
     app = web.Application()
     app.router.add_get("/api/v0/nodes", nodes)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        async with DashboardClient(f"http://127.0.0.1:{port}") as client:
-            first = await client.node_table()
-            assert [node.hostname for node in first.rows] == ["host-0", "host-1", "host-2"]
-            assert (await client.node_table()) is first
-            rows[1] = {**rows[1], "state": "DEAD", "state_message": "[bold]gone[/]"}
-            changed = await client.node_table()
-            assert changed is not first and changed.rows[0] == first.rows[0]
-            assert (changed.rows[1].state, changed.rows[1].state_message) == ("DEAD", "[bold]gone[/]")
-            assert (await client.node_table()) is changed
-            status = 500
-            with pytest.raises(DashboardError):
-                await client.node_table()
-            status = 200
-            assert (await client.node_table()) is changed
-    finally:
-        await runner.cleanup()
+    async with serving(app) as url, DashboardClient(url) as client:
+        first = await client.node_table()
+        assert [node.hostname for node in first.rows] == ["host-0", "host-1", "host-2"]
+        assert (await client.node_table()) is first
+        rows[1] = {**rows[1], "state": "DEAD", "state_message": "[bold]gone[/]"}
+        changed = await client.node_table()
+        assert changed is not first and changed.rows[0] == first.rows[0]
+        assert (changed.rows[1].state, changed.rows[1].state_message) == ("DEAD", "[bold]gone[/]")
+        assert (await client.node_table()) is changed
+        status = 500
+        with pytest.raises(DashboardError):
+            await client.node_table()
+        status = 200
+        assert (await client.node_table()) is changed

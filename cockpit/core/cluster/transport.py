@@ -44,6 +44,13 @@ def _read_json(body: bytes, path: str, then: Callable[[Any], Any] | None) -> Any
     return then(doc) if then is not None else doc
 
 
+async def _read_answer(body: bytes, path: str, then: Callable[[Any], Any] | None) -> Any:
+    """BODY read as `_read_json` does: on a thread from `BIG_ANSWER` bytes, so the event loop goes on."""
+    if len(body) >= BIG_ANSWER:
+        return await asyncio.to_thread(_read_json, body, path, then)
+    return _read_json(body, path, then)
+
+
 def request_kind(method: str, path: str, params: Sequence[tuple[str, str]] | None) -> str:
     """What makes two requests the same request: method, path and parameters ("GET /api/v0/actors
     ?detail=true&limit=1000&state=ALIVE"), parameters sorted, values cut at 40 characters."""
@@ -200,9 +207,7 @@ class DashboardTransport:
                         return body
                     if not expect_json:
                         return body.decode("utf-8", errors="replace")
-                    if len(body) >= BIG_ANSWER:
-                        return await asyncio.to_thread(_read_json, body, path, then)
-                    return _read_json(body, path, then)
+                    return await _read_answer(body, path, then)
         except DashboardError:
             raise
         except asyncio.TimeoutError:
@@ -263,9 +268,6 @@ class DashboardTransport:
         last = self._last_read.get(kind)
         if last is not None and last[0] == body:
             return last[1]
-        if len(body) >= BIG_ANSWER:
-            answer = await asyncio.to_thread(_read_json, body, path, then)
-        else:
-            answer = _read_json(body, path, then)
+        answer = await _read_answer(body, path, then)
         self._last_read[kind] = (body, answer)
         return answer

@@ -1,7 +1,6 @@
 """Provides the jobs strip of the Cluster screen: the newest jobs with their status and run time.
 
-Shown again on every poll: text that did not change is not written (`Static.update` asks for a layout of
-the whole screen), and text of as many lines as before repaints the strip alone.
+Shown again on every poll, so written through `TextPanel.put`: unchanged text is not written again.
 """
 
 from __future__ import annotations
@@ -9,12 +8,11 @@ from __future__ import annotations
 import time
 
 from rich.text import Text
-from textual.widgets import Static
 
 from cockpit.core.snapshots import JobRow
 from cockpit.core.units import duration
-from cockpit.ui.widgets.keyed_table import same_cell
 from cockpit.ui.widgets.safe_text import clean
+from cockpit.ui.widgets.text_panel import TextPanel
 
 STATUS_STYLE = {
     "RUNNING": "bold green",
@@ -41,7 +39,7 @@ def jobs_text(jobs: tuple[JobRow, ...], limit: int, now: float) -> Text:
     return text
 
 
-class JobsStrip(Static):
+class JobsStrip(TextPanel):
     """Up to `limit` newest jobs, one line each."""
 
     DEFAULT_CSS = """
@@ -55,20 +53,11 @@ class JobsStrip(Static):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.limit = limit
         self.border_title = "Jobs"
-        self._shown: Text | None = None
-
-    def _put(self, text: Text) -> None:
-        """Write TEXT unless it is what the strip shows; a layout pass only if its height changed."""
-        shown = self._shown
-        if shown is not None and same_cell(shown, text):
-            return
-        self._shown = text
-        self.update(text, layout=shown is None or shown.plain.count("\n") != text.plain.count("\n"))
 
     def show(self, jobs: tuple[JobRow, ...]) -> None:
         if not jobs:
-            self._put(Text("no jobs yet (submit one with `cockpit submit TARGET PROFILE`)", style="dim"))
+            self.put(Text("no jobs yet (submit one with `cockpit submit TARGET PROFILE`)", style="dim"))
             return
         running = sum(1 for j in jobs if j.status == "RUNNING")
         self.border_subtitle = f"{running} running · {len(jobs)} total"
-        self._put(jobs_text(jobs, self.limit, time.time()))
+        self.put(jobs_text(jobs, self.limit, time.time()))

@@ -1,7 +1,6 @@
 """Provides the join-progress panel: expected vs joined nodes and GPUs, time waited, ready or waiting.
 
-Shown again on every poll: text that did not change is not written (`Static.update` asks for a layout of
-the whole screen), and text of as many lines as before repaints the panel alone.
+Shown again on every poll, so written through `TextPanel.put`: unchanged text is not written again.
 """
 
 from __future__ import annotations
@@ -10,13 +9,12 @@ import time
 from dataclasses import replace
 
 from rich.text import Text
-from textual.widgets import Static
 
 from cockpit.core.cluster.join import JoinProgress
 from cockpit.core.slurm.queue import SlurmJob, clock
 from cockpit.core.units import duration
-from cockpit.ui.widgets.keyed_table import same_cell
 from cockpit.ui.widgets.safe_text import clean
+from cockpit.ui.widgets.text_panel import TextPanel
 
 
 def bar(done: float, total: float, width: int = 20) -> str:
@@ -24,7 +22,7 @@ def bar(done: float, total: float, width: int = 20) -> str:
     return "█" * filled + "░" * (width - filled)
 
 
-class JoinPanel(Static):
+class JoinPanel(TextPanel):
     """Join progress; the `ready` / `waiting` CSS classes colour its border."""
 
     DEFAULT_CSS = """
@@ -42,15 +40,6 @@ class JoinPanel(Static):
         self.waited_for: float | None = None
         """Seconds from opening to ready, when the cockpit watched the nodes join."""
         self.border_title = "Join progress"
-        self._shown: Text | None = None
-
-    def _put(self, text: Text) -> None:
-        """Write TEXT unless it is what the panel shows; a layout pass only if its height changed."""
-        shown = self._shown
-        if shown is not None and same_cell(shown, text):
-            return
-        self._shown = text
-        self.update(text, layout=shown is None or shown.plain.count("\n") != text.plain.count("\n"))
 
     def show(self, progress: JoinProgress) -> None:
         if progress.ready and self.was_waiting:
@@ -85,7 +74,7 @@ class JoinPanel(Static):
             text.append(progress.summary().split(" — waiting: ", 1)[-1])
         if progress.dead:
             text.append(f"   {len(progress.dead)} dead node(s), see the table", style="bold red")
-        self._put(text)
+        self.put(text)
 
     def show_slurm(self, job: SlurmJob) -> None:
         """Before the cluster exists (a `slurm:` job waiting in the queue) or after it is gone: the
@@ -110,4 +99,4 @@ class JoinPanel(Static):
             text.append(f": {job.describe()}")
         gpus = f" x {job.gpus_per_node:g} GPUs" if job.gpus_per_node else ""
         text.append(f"\nwill have {job.num_nodes} node(s){gpus}" if job.waiting else "")
-        self._put(text)
+        self.put(text)
