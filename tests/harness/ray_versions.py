@@ -171,11 +171,15 @@ def old_head(version: str) -> Iterator[OldHead]:
     process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{dashboard}"
     try:
-        deadline = time.monotonic() + 120
+        # A bound only: 20-45 s here, but a whole run's load once kept a 2.47.1 head from answering
+        # within 120 s while its dashboard was still loading its modules.
+        deadline = time.monotonic() + 300
         while not _answers(url):
             if process.poll() is not None or time.monotonic() > deadline:
+                how = f"ended ({process.returncode})" if process.poll() is not None else "no answer in 300 s"
                 raise AssertionError(
-                    f"Ray {version} head did not come up: {(temp_dir / 'start.log').read_text()[-2000:]}"
+                    f"Ray {version} head did not come up, {how}: "
+                    f"{(temp_dir / 'start.log').read_text()[-2000:]}"
                 )
             time.sleep(0.5)
         yield OldHead(version=version, url=url, temp_dir=temp_dir, venv=venv)
