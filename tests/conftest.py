@@ -15,6 +15,8 @@ import pytest
 
 from cockpit.core.jobs import profiles
 from tests.harness.cluster import FAST_HEALTH_CHECKS, ClusterHandle, running_cluster
+from tests.harness.cpu_ledger import CpuLedger
+from tests.harness.cpu_ledger import start as ledger_start
 from tests.harness.properties import load_suite_profile
 from tests.harness.ray_versions import MATRIX, OldHead, build_in_background, old_head
 from tests.harness.slurm import SlurmCluster, missing_slurm_binaries, start_slurm
@@ -294,6 +296,27 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         )
     for line in _SUMMARY_LINES:
         terminalreporter.write_line(line)
+    if _LEDGER is not None:
+        terminalreporter.write_line(_LEDGER.write())
+
+
+_LEDGER = CpuLedger(Path(os.environ["COCKPIT_CPU_LEDGER"])) if os.environ.get("COCKPIT_CPU_LEDGER") else None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[object]:
+    """With COCKPIT_CPU_LEDGER set: the machine's busy CPU during this test (tests/harness/cpu_ledger.py)."""
+    if _LEDGER is None:
+        return (yield)
+    cpu, wall = ledger_start()
+    try:
+        return (yield)
+    finally:
+        after_cpu, after_wall = ledger_start()
+        tier = _TIER_OF.get(item.nodeid)
+        _LEDGER.record(
+            item.nodeid, TIER_NAMES[tier] if tier is not None else "", after_cpu - cpu, after_wall - wall
+        )
 
 
 @pytest.hookimpl(wrapper=True)
