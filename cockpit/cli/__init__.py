@@ -30,6 +30,7 @@ from cockpit.cli import (
     doctor,
     gpu,
     jobs,
+    memory,
     metrics,
     profiles,
     slurm,
@@ -37,7 +38,22 @@ from cockpit.cli import (
 )
 from cockpit.cli.common import EXIT_BROKEN_PIPE, EXIT_FAIL, EXIT_INTERRUPTED, EXIT_OK, err, say
 
-GROUPS = (tui, cluster, check, jobs, actors, debug, doctor, metrics, slurm, gpu, profiles, config, completion)
+GROUPS = (
+    tui,
+    cluster,
+    check,
+    jobs,
+    actors,
+    memory,
+    debug,
+    doctor,
+    metrics,
+    slurm,
+    gpu,
+    profiles,
+    config,
+    completion,
+)
 """In the order `cockpit --help` lists their commands."""
 
 

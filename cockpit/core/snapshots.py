@@ -73,6 +73,20 @@ class GpuSample:
 
 
 @dataclass(frozen=True, slots=True)
+class ProcessStat:
+    """One process of a node as its reporter saw it (`/nodes/{id}`'s `workers`: psutil's figures)."""
+
+    node_id: str
+    pid: int
+    name: str
+    """The process title's first word: `ray::ClassName` for an actor, `ray::IDLE`, `ray::task_name`."""
+    rss_bytes: Metric
+    cpu_percent: Metric = NA
+    sample_time: float | None = None
+    """When the node's reporter read it (posix seconds, the node's clock)."""
+
+
+@dataclass(frozen=True, slots=True)
 class NodeSnapshot:
     """One Ray node: membership from the GCS node table, host and GPU stats from the node's reporter."""
 
@@ -253,6 +267,10 @@ class WorkerRow:
     exit_type: str = ""
     start_time: float | None = None
     """When the worker process started (posix seconds); None if the cluster did not say."""
+    exit_detail: str = ""
+    """Why it exited, in Ray's words (an OOM kill's figures among them); "" while alive."""
+    end_time: float | None = None
+    """When it exited (posix seconds); None while alive or if the cluster did not say."""
 
 
 @dataclass(frozen=True, slots=True)

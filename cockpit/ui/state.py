@@ -26,6 +26,8 @@ from cockpit.core.config.settings import Config, defaults
 from cockpit.core.debug.paused import PausedCache, PausedGroup, PausedWorker
 from cockpit.core.doctor.stacks import StacksReport
 from cockpit.core.gpu.board import GpuBoard, GpuFleet
+from cockpit.core.memory.report import ProcessMemory
+from cockpit.core.memory.watch import MemoryWatch
 from cockpit.core.metrics.series import NonFinite, SeriesStore
 from cockpit.core.slurm.queue import SlurmJob
 from cockpit.core.snapshots import ActorRow, ClusterInfo, ClusterSnapshot, JobRow
@@ -57,6 +59,7 @@ Topic = Literal[
     "doctor",
     "hang",
     "metrics",
+    "memory",
     "slurm",
 ]
 """What a `StateChanged` message says changed."""
@@ -244,6 +247,10 @@ class CockpitState:
     paused: Paused = field(default_factory=Paused)
     doctor: Doctor = field(default_factory=Doctor)
     metrics: MetricsView = field(default_factory=MetricsView)
+    memory: MemoryWatch = field(default_factory=MemoryWatch)
+    """Each node's host memory against Ray's kill threshold, fed by the node poll (`feeds.memory`)."""
+    memory_biggest: dict[str, tuple[ProcessMemory, ...]] = field(default_factory=dict)
+    """Per flagged node, its biggest processes as last read (the status bar names the first)."""
     slurm: SlurmJob | None = None
     """A `slurm:` target's job as last looked up (state, reason, hosts, walltime)."""
     shown_needs: frozenset[Need] = frozenset()

@@ -64,6 +64,7 @@ from cockpit.core.snapshots import (
     NodeSnapshot,
     NodeUsage,
     PlacementGroupRow,
+    ProcessStat,
     TaskRow,
     WorkerRow,
 )
@@ -197,6 +198,13 @@ class DashboardClient(DashboardTransport):
         """Every node the cluster knows (dead ones included) with its latest host and GPU stats."""
         table, stats = await asyncio.gather(self.node_table(), self.node_stats(fresh=fresh))
         return parse.merge_nodes(table.rows, stats)
+
+    async def node_processes(self, node_id: str) -> tuple[ProcessStat, ...]:
+        """One node's processes with their memory (`/nodes/{id}`: one node's whole detail, about 20 KB
+        with its workers; asked for the few nodes a memory view names, never per poll for all)."""
+        path = f"/nodes/{path_segment(node_id)}"
+        doc = envelope_data(await self._get(path), path)
+        return parse.node_processes(parse.as_mapping(doc.get("detail")), node_id)
 
     async def cluster_status(self) -> ClusterStatus:
         """The `ray status` text, without the Ray CLI (72x faster here, see BENCHMARKS.md)."""

@@ -13,6 +13,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from cockpit.core.cluster import oom
 from cockpit.core.snapshots import (
     NA,
     ActorRow,
@@ -26,6 +27,7 @@ from cockpit.core.snapshots import (
     NodeSnapshot,
     NodeUsage,
     PlacementGroupRow,
+    ProcessStat,
     TaskRow,
     WorkerRow,
 )
@@ -310,11 +312,16 @@ def _death_cause_text(death: Any) -> str:
     if not death:
         return ""
     if isinstance(death, str):
-        return death
+        said = oom.classify(death)
+        return oom.death_line(said, death) if said else death
     if isinstance(death, Mapping):
-        for value in death.values():
+        for context, value in death.items():
             if not isinstance(value, Mapping):
                 continue
+            message = as_str(value.get("error_message"))
+            kind: oom.OomKind | None = "ray" if context == "oom_context" else oom.classify(message)
+            if kind:  # killed for memory, or maybe: the label first, then Ray's first line (not its advice)
+                return oom.death_line(kind, message)
             for key in ("error_message", "formatted_exception_string"):
                 lines = [line for line in as_str(value.get(key)).splitlines() if line.strip()]
                 if lines:
@@ -356,6 +363,8 @@ def worker_row(row: Mapping[str, Any]) -> WorkerRow:
         num_paused_threads=as_int(row.get("num_paused_threads")),
         exit_type=as_str(row.get("exit_type")),
         start_time=ms_to_seconds(row.get("start_time_ms")) or ms_to_seconds(row.get("worker_launch_time_ms")),
+        exit_detail=as_str(row.get("exit_detail")),
+        end_time=ms_to_seconds(row.get("end_time_ms")),
     )
 
 
@@ -420,4 +429,26 @@ def node_usage(cluster_status: Mapping[str, Any]) -> tuple[NodeUsage, ...]:
                 if isinstance(used, (int, float)) and isinstance(total, (int, float)):
                     pairs[str(res)] = (float(used), float(total))
         out.append(NodeUsage(node_id=str(node_id).lower(), used_total=pairs))
+    return tuple(out)
+
+
+def node_processes(detail: Mapping[str, Any], node_id: str) -> tuple[ProcessStat, ...]:
+    """The processes in one `/nodes/{id}` answer (`data.detail.workers`: Ray's workers and agents)."""
+    out = []
+    now = _seconds(detail.get("now"))
+    for entry in as_list(detail.get("workers")):
+        if not isinstance(entry, Mapping) or as_opt_int(entry.get("pid")) is None:
+            continue
+        words = [as_str(w) for w in as_list(entry.get("cmdline")) if as_str(w)]
+        memory = as_mapping(entry.get("memoryInfo"))
+        out.append(
+            ProcessStat(
+                node_id=node_id,
+                pid=as_int(entry.get("pid")),
+                name=(words[0].split()[0] if words else "")[:200],
+                rss_bytes=as_metric(memory.get("rss")),
+                cpu_percent=as_metric(entry.get("cpuPercent")),
+                sample_time=now,
+            )
+        )
     return tuple(out)

@@ -40,6 +40,7 @@ from cockpit.core.ssh.errors import UnknownHostKey
 from cockpit.core.units import duration
 from cockpit.ui.feeds import NOT_RETRYING, start_worker
 from cockpit.ui.feeds.gpus import GpuFeed
+from cockpit.ui.feeds.memory import MemoryFeed
 from cockpit.ui.messages import HostKeyUnknown
 from cockpit.ui.state import CockpitState, Need, StateChanged, Topic
 from cockpit.ui.widgets.safe_text import clean
@@ -78,6 +79,7 @@ class ClusterFeed:
         self.state = state
         self.options = options
         self.gpus = gpus
+        self.memory = MemoryFeed(state)
         self._connection: Connection | None = None
         self._connecting = asyncio.Lock()
         self._stack = AsyncExitStack()
@@ -282,6 +284,7 @@ class ClusterFeed:
                     self._jobs = await client.jobs()  # not the old session's jobs with the new nodes
             running = any(job.status == "RUNNING" for job in self._jobs)
             fleet = await self.gpus.after_poll(client, nodes, poll, running, fresh)
+            memory = await self.memory.after_poll(client, nodes, fresh)
         except UnknownHostKey as unknown:
             self.app.post_message(HostKeyUnknown(unknown))
             self._unreachable("unknown host key: waiting for your answer")
@@ -304,6 +307,8 @@ class ClusterFeed:
         topics: list[Topic] = ["snapshot", "connection"]
         if state.offer_fleet(fleet):
             topics.append("gpus")
+        if memory:
+            topics.append("memory")
         state.connection.phase = "connected"
         state.connection.detail = ""
         self._failures = 0

@@ -10,7 +10,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from cockpit.core.slurm.queue import WALLTIME_WARN_SECONDS
-from cockpit.core.units import duration
+from cockpit.core.units import duration, human_bytes
 from cockpit.ui.widgets.keyed_table import same_cell
 from cockpit.ui.widgets.safe_text import clean
 
@@ -59,6 +59,22 @@ def metrics_warning(state: CockpitState) -> str:
     return f"✖ {alarms[0].line}{more} (7)"
 
 
+def memory_warning(state: CockpitState) -> str:
+    """The node nearest to an out-of-memory kill by Ray's monitor, with its biggest process when read."""
+    flagged = state.memory.flagged()
+    if not flagged:
+        return ""
+    node = flagged[0]
+    text = node.warning()
+    biggest = state.memory_biggest.get(node.node_id)
+    if biggest:
+        top = biggest[0]
+        who = f"{top.class_name} {top.actor_name}".strip() or top.name
+        text += f"; biggest: {who} (pid {top.pid}) {human_bytes(top.rss_bytes)}"
+    more = len(flagged) - 1
+    return text + (f" (+{more} more node{'s' if more > 1 else ''})" if more else "")
+
+
 def slurm_segment(state: CockpitState, now: float | None = None) -> tuple[str, bool]:
     """ "slurm 123 · 2h10m left" for a `slurm:` target's running job, and whether it is the last ten
     minutes (a warning); ("", False) otherwise (its queue state is the connection's detail)."""
@@ -93,6 +109,8 @@ class StatusBar(Static):
     walltime: reactive[str] = reactive("")
     """A `slurm:` target's job: the time left before its limit."""
     walltime_low = False
+    memory: reactive[str] = reactive("")
+    """A node near Ray's out-of-memory kill threshold, or rising toward it."""
     hang: reactive[str] = reactive("")
     """A running job that made no progress for its `hang_after`."""
     """A warning while something of a job has not started for more than a minute."""
@@ -114,6 +132,7 @@ class StatusBar(Static):
         self.paused = paused_warning(state)
         self.hang = clean(hang_warning(state))
         self.nan = clean(metrics_warning(state))
+        self.memory = clean(memory_warning(state))
         self.walltime, self.walltime_low = slurm_segment(state)
         # Asked on every change of the state (a followed job's metrics: twice a second), and the data's
         # age moves with the clock: repainted when the line it draws changed, not on every call.
@@ -141,6 +160,8 @@ class StatusBar(Static):
             text.append("■ Slurm job ended", style="bold red")
         else:
             text.append("✖ unreachable", style="bold red")
+        if self.memory:
+            text.append(f" · {self.memory}", style="bold red")
         if self.walltime:
             text.append(f" · {self.walltime}", style="bold red" if self.walltime_low else "")
         if self.hang:

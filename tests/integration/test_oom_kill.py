@@ -1,0 +1,163 @@
+"""A real out-of-memory kill by Ray's memory monitor, seen three ways: the status bar warns before it, the
+Actors screen's death cause says OOM, and `cockpit memory local --json` lists it.
+
+The cluster is a one-node cluster of its own, started with a kill threshold 2 GiB above the memory this
+machine has in use (`RAY_memory_usage_threshold`), so the machine is never at risk: an actor of the
+rollout role grows by 20 MB every half second once the cockpit watches (40 MB/s: the threshold is about
+50 s away, and the node's reporter sends its memory every 5 s) until the monitor kills it; it stops
+growing at 3 GiB or after 150 s, whatever happens. Its role and its class come from the built-in role table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cockpit.core.local import record
+from cockpit.core.targets import parse_target
+from cockpit.ui.app import CockpitApp
+from cockpit.ui.widgets.actor_table import ActorTableView
+from cockpit.ui.widgets.status_bar import StatusBar
+from tests.harness.cluster import ClusterHandle, running_cluster
+from tests.harness.run import run_cockpit, until
+
+pytestmark = [pytest.mark.cluster]
+
+ROOM = 2 * 2**30
+"""Memory between what is in use when the cluster starts and its kill threshold."""
+GROWER = r"""
+import os, sys, time, ray
+ray.init(address=sys.argv[1])
+
+@ray.remote(num_cpus=0, max_restarts=0)
+class RolloutWorker:
+    def pid(self):
+        return os.getpid()
+
+    def grow(self, step, cap, deadline):
+        held, end = [], time.time() + deadline
+        while sum(map(len, held)) < cap and time.time() < end:
+            held.append(bytearray(step))  # bytearray(n) is zeroed: every page is touched, so it is RSS
+            time.sleep(0.5)
+        return sum(map(len, held))
+
+worker = RolloutWorker.options(name="rollout_0").remote()
+print(ray.get(worker.pid.remote()), flush=True)
+sys.stdin.readline()  # the test says when: once the cockpit watches
+try:
+    print("grew", ray.get(worker.grow.remote(20 * 2**20, 3 * 2**30, 150)), flush=True)
+except Exception as exc:
+    print("died", type(exc).__name__, flush=True)
+"""
+
+
+def in_use() -> int:
+    """Bytes of memory in use on this machine, as Ray's monitor counts them (total - MemAvailable)."""
+    fields = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
+    return (int(fields["MemTotal"].split()[0]) - int(fields["MemAvailable"].split()[0])) * 1024
+
+
+@pytest.fixture
+def oom_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ClusterHandle, float]]:
+    """The cluster, and its kill threshold (a share of this machine's memory)."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    threshold = round((in_use() + ROOM) / total, 4)
+    env = {"RAY_memory_usage_threshold": str(threshold), "RAY_memory_monitor_refresh_ms": "250"}
+    with running_cluster(tmp_path / "state", nodes=1, gpus=0, env=env) as handle:
+        monkeypatch.setenv("COCKPIT_STATE_DIR", str(handle.state_dir))  # `local` is this cluster
+        yield handle, threshold
+
+
+def logged_threshold(app: CockpitApp) -> bool:
+    nodes = app.state.memory.nodes
+    return bool(nodes) and nodes[0].threshold is not None and nodes[0].threshold.source == "raylet.out"
+
+
+def killed(handle: ClusterHandle) -> float | None:
+    """When Ray's memory monitor killed a worker of this cluster (posix seconds), or None yet."""
+    query = (
+        "limit=100&detail=true&filter_keys=exit_type&filter_predicates=%3D&filter_values=NODE_OUT_OF_MEMORY"
+    )
+    token = record.cluster_token(handle.state_dir)
+    request = urllib.request.Request(
+        f"{handle.url}/api/v0/workers?{query}", headers={"Authorization": f"Bearer {token}"} if token else {}
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        rows = json.load(answer)["data"]["result"]["result"]
+    ends = [row["end_time_ms"] / 1000 for row in rows if row.get("end_time_ms")]
+    return min(ends) if ends else None
+
+
+async def test_an_oom_kill_is_warned_before_then_named_in_the_tui_and_the_cli(
+    oom_cluster: tuple[ClusterHandle, float], tmp_path: Path
+) -> None:
+    cluster, threshold = oom_cluster
+    token = record.cluster_token(cluster.state_dir) or ""
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
+    driver = subprocess.Popen(
+        [sys.executable, "-c", GROWER, cluster.cluster.gcs_address],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=(tmp_path / "driver.err").open("w"),
+        text=True,
+        env=env,
+    )
+    try:
+        assert driver.stdout is not None
+        first = driver.stdout.readline()
+        said = (tmp_path / "driver.err").read_text()[-2000:]
+        assert first.strip().isdigit(), f"the driver did not start: {first!r} {said}"
+        pid = int(first)
+        app = CockpitApp(parse_target("local"))
+        warnings: list[tuple[float, str]] = []
+        async with app.run_test(size=(200, 50)) as pilot:
+            # The cockpit read the threshold the raylet logged before the actor starts to grow.
+            await until(pilot, lambda: logged_threshold(app), timeout=60)
+            assert driver.stdin is not None
+            driver.stdin.write("go\n")
+            driver.stdin.flush()
+
+            def seen() -> float | None:
+                said = app.screen.query_one(StatusBar).memory
+                if said and (not warnings or warnings[-1][1] != said):
+                    warnings.append((time.time(), said))
+                return killed(cluster)
+
+            await until(pilot, seen, timeout=200)
+            kill_time = killed(cluster)
+            assert kill_time is not None
+            assert warnings, "no memory warning on the status bar before the kill"
+            first_at, first = warnings[0]
+            assert first_at < kill_time, (warnings, kill_time)
+            # The threshold the cluster logged (raylet.out), not Ray's default 95%; figures with units.
+            assert "Ray's kill threshold" in first and f"GiB ({threshold:.0%})" in first, first
+            await pilot.press("3")
+            table = app.screen.query_one(ActorTableView)
+            await until(
+                pilot, lambda: any("OOM (Ray memory monitor)" in line for line in table.text_lines()), 60
+            )
+        out, _err = driver.communicate(timeout=60)
+        assert driver.returncode == 0 and "died" in out, out
+    finally:
+        driver.kill()
+        driver.wait(30)
+
+    done = run_cockpit("memory", "local", "--json", timeout=120)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    kill = next(k for k in report["kills"] if k["pid"] == pid)
+    node = report["nodes"][0]
+    assert kill["kind"] == "ray" and kill["label"] == "OOM (Ray memory monitor)"
+    assert kill["ip"] == node["ip"] and kill["node_id"] == node["node_id"]
+    assert (kill["class_name"], kill["actor_name"], kill["role"]) == ("RolloutWorker", "rollout_0", "rollout")
+    assert kill["rss_bytes"] > 2**30 and "running low on memory" in kill["message"]
+    assert node["threshold"]["source"] in ("raylet.out", "OOM kill")
+    assert abs(node["threshold"]["bytes"] - kill["threshold_bytes"]) < 2**20
