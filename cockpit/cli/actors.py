@@ -38,6 +38,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     p.add_argument("--limit", type=int, default=1000, metavar="N", help="at most N actors (1..10000)")
     p.add_argument(
+        "--sort",
+        metavar="COLUMN",
+        help="state, role, class, name, node, gpus, memory (RSS, biggest first), restarts, age, pid, job, id",
+    )
+    p.add_argument(
         "--pending",
         action="store_true",
         help="say why pending actors and placement groups do not run; exit 4 when something is stuck",
@@ -46,7 +51,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def actors(args: argparse.Namespace) -> int:
-    from cockpit.core.actors.listing import MAX_LIMIT, list_actors, parse_query
+    from cockpit.core.actors.listing import MAX_LIMIT, actor_memory, list_actors, parse_query, with_memory
     from cockpit.core.actors.pending import fetch_pending
     from cockpit.core.connect.connection import open_dashboard
     from cockpit.core.errors import CockpitError
@@ -54,6 +59,10 @@ def actors(args: argparse.Namespace) -> int:
 
     if not 0 < args.limit <= MAX_LIMIT:
         raise CockpitError(f"--limit must be within 1..{MAX_LIMIT} (the dashboard refuses more).")
+    from cockpit.core.actors.table import SORT_COLUMNS
+
+    if args.sort is not None and args.sort not in SORT_COLUMNS:
+        raise CockpitError(f"--sort: no column {args.sort!r} (one of {', '.join(SORT_COLUMNS)}).")
     terms = [args.filter]
     for key, value in (("state", args.state), ("role", args.role), ("job", args.job)):
         if value:
@@ -75,17 +84,40 @@ def actors(args: argparse.Namespace) -> int:
                 print_pending(report, args.json)
                 return EXIT_STUCK if report.stuck else EXIT_OK
             listed = await list_actors(client, query, limit=args.limit, rules=rules)
-        print_actors(listed, args.json)
+            if args.sort == "memory":
+                listed = with_memory(listed, await actor_memory(client, listed))
+        if args.sort:
+            listed = sorted_by(listed, args.sort)
+        print_actors(listed, args.json, memory=args.sort == "memory")
         return EXIT_OK
 
     return asyncio.run(run())
 
 
-def print_actors(listed: ActorList, as_json: bool) -> None:
+def sorted_by(listed: ActorList, column: str) -> ActorList:
+    """LISTED in the order the Actors screen shows for COLUMN."""
+    from dataclasses import replace
+
+    from cockpit.core.actors.table import ActorIndex
+
+    order = ActorIndex.build(listed.rows, presort=None).sorted_order(column)
+    return replace(listed, rows=tuple(listed.rows[i] for i in order))
+
+
+def print_actors(listed: ActorList, as_json: bool, memory: bool = False) -> None:
+    from cockpit.core.snapshots import NA
+    from cockpit.core.units import human_bytes
+
     if as_json:
         doc = {
             "actors": [
-                {**actor_json(view.actor), "role": view.role, "host": view.host, "started": view.started}
+                {
+                    **actor_json(view.actor),
+                    "role": view.role,
+                    "host": view.host,
+                    "started": view.started,
+                    **({"rss_bytes": None if view.rss_bytes is NA else view.rss_bytes} if memory else {}),
+                }
                 for view in listed.rows
             ],
             "shown": len(listed.rows),
@@ -103,8 +135,22 @@ def print_actors(listed: ActorList, as_json: bool) -> None:
     from cockpit.core.units import duration
 
     now = time.time()
-    header = ("ID", "CLASS", "NAME", "ROLE", "STATE", "HOST", "PID", "GPUS", "RESTARTS", "JOB", "AGE")
-    rows = [header]
+    header: tuple[str, ...] = (
+        "ID",
+        "CLASS",
+        "NAME",
+        "ROLE",
+        "STATE",
+        "HOST",
+        "PID",
+        "GPUS",
+        "RESTARTS",
+        "JOB",
+        "AGE",
+    )
+    if memory:
+        header += ("RSS",)
+    rows: list[tuple[str, ...]] = [header]
     for view in listed.rows:
         actor = view.actor
         rows.append(
@@ -121,6 +167,7 @@ def print_actors(listed: ActorList, as_json: bool) -> None:
                 actor.job_id,
                 duration(now - view.started) if view.started else "-",
             )
+            + ((human_bytes(view.rss_bytes) if view.rss_bytes is not NA else "-",) if memory else ())
         )
     cells = [[clean(cell)[:40] for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]

@@ -84,6 +84,9 @@ class ProcessStat:
     cpu_percent: Metric = NA
     sample_time: float | None = None
     """When the node's reporter read it (posix seconds, the node's clock)."""
+    actor_id: str = ""
+    """The actor this worker process runs ("" for a task worker, a driver or an agent)."""
+    job_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -180,9 +180,11 @@ async def test_filter_sort_and_details_on_fixture_rows() -> None:
         await pilot.pause()
         roles = {table.index.rows[i].role for i in table.order} if table.index else set()
         assert roles == {"rollout"} and len(table.order) == 5  # four alive and the dead one
-        # Sort by restarts (the second press of `s` from state: role, class, name, node, gpus, restarts).
+        # Sort by restarts (`s` from state: role, class, name, node, gpus, memory, restarts).
         for _ in range(6):
             await pilot.press("s")
+        assert screen.sort == "memory"
+        await pilot.press("s")
         assert screen.sort == "restarts"
         assert table.current() is not None and table.current().actor.name == "rollout_0"  # followed
         await pilot.press("home")

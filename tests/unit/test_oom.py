@@ -174,3 +174,18 @@ def test_process_rows_name_actors_and_their_gpu_memory() -> None:
     assert [r.pid for r in rows] == [222, 111]
     assert rows[0].role == "rollout" and rows[0].gpu_memory_bytes == 30 * GIB
     assert rows[1].role == "" and rows[1].gpu_memory_bytes is NA
+
+
+def test_a_nodes_processes_with_their_memory_and_actors(samples_dir: Path) -> None:
+    detail = json.loads((samples_dir / "node_detail.json").read_text())["data"]["detail"]
+    stats = {s.pid: s for s in parse.node_processes(detail, "n1")}
+    agent, trainer = stats[3956], stats[7508]
+    assert agent.name == "ray::RuntimeEnvAgent" and agent.rss_bytes == 84742144.0 and agent.actor_id == ""
+    assert trainer.name == "ray::Trainer" and trainer.actor_id == "505b494baa0d9e12451cf10402000000"
+    assert trainer.job_id == "02000000" and trainer.sample_time is not None
+    assert stats[3952].actor_id == ""  # a driver: its actor id is all f
+    node = node_at(10 * GIB, 1.0)
+    rows = process_rows(node, stats.values(), {})
+    assert rows[0].pid == 3952 and rows[0].class_name == "" and rows[0].role == ""
+    by_pid = {r.pid: r for r in rows}
+    assert by_pid[7440].class_name == "JobSupervisor"  # an actor named by its process title

@@ -19,7 +19,18 @@ from typing import TYPE_CHECKING
 
 from cockpit.core.actors.roles import DEFAULT_RULES, RoleRules
 from cockpit.core.cluster.selectors import node_candidates
-from cockpit.core.snapshots import ActorRow, ActorSummary, Listing, ListMeta, NodeSnapshot, WorkerRow
+from cockpit.core.errors import CockpitError
+from cockpit.core.snapshots import (
+    NA,
+    ActorRow,
+    ActorSummary,
+    Listing,
+    ListMeta,
+    Metric,
+    NodeSnapshot,
+    ProcessStat,
+    WorkerRow,
+)
 
 if TYPE_CHECKING:
     from cockpit.core.cluster.answers import Filter
@@ -137,6 +148,8 @@ class ActorView:
     started: float | None = None
     """When its worker process started (posix seconds): the actor's age, as Ray 2.60's actor table has
     no start time. None when unknown (not running, or the worker list was not read)."""
+    rss_bytes: Metric = NA
+    """Its process's resident memory as its node last reported it; N/A when not read (`with_memory`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,3 +358,45 @@ async def _no_summary() -> None:
 
 async def _no_workers() -> Listing[WorkerRow]:
     return Listing(rows=(), meta=ListMeta(0, 0, 0, 0))
+
+
+MEMORY_NODES = 64
+"""Nodes whose processes are read for the listed actors' memory (one `/nodes/{id}` each, 8 at a time;
+the nodes holding the most listed alive actors first): beyond them RSS stays N/A."""
+
+
+async def actor_memory(
+    client: DashboardClient, listing: ActorList, max_nodes: int = MEMORY_NODES
+) -> dict[str, Metric]:
+    """The RSS of LISTING's alive actors, by actor id, from their nodes' process tables (`/nodes/{id}`:
+    each process's memory as the node's reporter read it, matched by node and pid). Ray 2.60's
+    `/logical/actors` leaves `processStats` empty and the tables' `coreWorkerStats` too, so neither
+    names the actor; a new process is listed only after the reporter's next round (tens of seconds). A
+    node that cannot be read leaves its actors N/A."""
+    per_node = Counter(v.actor.node_id for v in listing.rows if v.actor.state == "ALIVE" and v.actor.node_id)
+    nodes = [node for node, _count in per_node.most_common(max_nodes)]
+    gate = asyncio.Semaphore(8)
+
+    async def read(node_id: str) -> tuple[ProcessStat, ...]:
+        async with gate:
+            try:
+                return await client.node_processes(node_id)
+            except CockpitError:
+                return ()
+
+    by_pid: dict[tuple[str, int], Metric] = {}
+    for node, stats in zip(nodes, await asyncio.gather(*(read(node) for node in nodes)), strict=True):
+        for stat in stats:
+            by_pid[(node, stat.pid)] = stat.rss_bytes
+    rss: dict[str, Metric] = {}
+    for view in listing.rows:
+        actor = view.actor
+        if actor.state == "ALIVE" and actor.pid and (actor.node_id, actor.pid) in by_pid:
+            rss[actor.actor_id] = by_pid[(actor.node_id, actor.pid)]
+    return rss
+
+
+def with_memory(listing: ActorList, rss: Mapping[str, Metric]) -> ActorList:
+    """LISTING with each actor's RSS from RSS (by actor id; N/A where it has none)."""
+    rows = tuple(replace(v, rss_bytes=rss.get(v.actor.actor_id, NA)) for v in listing.rows)
+    return replace(listing, rows=rows)

@@ -23,8 +23,22 @@ from typing import Any
 
 from cockpit.core.actors.listing import ActorQuery, ActorView
 from cockpit.core.cluster.selectors import node_candidates
+from cockpit.core.snapshots import NA
 
-SORT_COLUMNS = ("state", "role", "class", "name", "node", "gpus", "restarts", "age", "pid", "job", "id")
+SORT_COLUMNS = (
+    "state",
+    "role",
+    "class",
+    "name",
+    "node",
+    "gpus",
+    "memory",
+    "restarts",
+    "age",
+    "pid",
+    "job",
+    "id",
+)
 """Every column the table sorts by, in the order `s` steps through them."""
 
 STATE_ORDER = {"PENDING_CREATION": 0, "DEPENDENCIES_UNREADY": 1, "RESTARTING": 2, "ALIVE": 3, "DEAD": 4}
@@ -149,6 +163,8 @@ class ActorIndex:
             return [[v.actor.node_id for v in rows], [v.host or "~" for v in rows]]
         if column == "gpus":
             return [[-v.actor.gpus for v in rows]]
+        if column == "memory":  # the biggest first; N/A last
+            return [[-float(v.rss_bytes) if v.rss_bytes is not NA else float("inf") for v in rows]]
         if column == "restarts":
             return [[-v.actor.num_restarts for v in rows]]
         if column == "age":

@@ -441,6 +441,9 @@ def node_processes(detail: Mapping[str, Any], node_id: str) -> tuple[ProcessStat
             continue
         words = [as_str(w) for w in as_list(entry.get("cmdline")) if as_str(w)]
         memory = as_mapping(entry.get("memoryInfo"))
+        stats = as_list(entry.get("coreWorkerStats"))
+        core = as_mapping(stats[0]) if stats else {}
+        actor_id = as_str(core.get("actorId"))
         out.append(
             ProcessStat(
                 node_id=node_id,
@@ -449,6 +452,8 @@ def node_processes(detail: Mapping[str, Any], node_id: str) -> tuple[ProcessStat
                 rss_bytes=as_metric(memory.get("rss")),
                 cpu_percent=as_metric(entry.get("cpuPercent")),
                 sample_time=now,
+                actor_id="" if not actor_id.strip("f") else actor_id,
+                job_id=as_str(core.get("jobId") or entry.get("jobId")),
             )
         )
     return tuple(out)

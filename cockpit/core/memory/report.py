@@ -139,7 +139,7 @@ def process_rows(
     rows = []
     for stat in sorted(stats, key=lambda s: -float(s.rss_bytes) if s.rss_bytes is not NA else 0.0)[:limit]:
         actor = actors.get((node.node_id, stat.pid))
-        class_name = actor.class_name if actor else stat.name.removeprefix("ray::")
+        class_name = actor.class_name if actor else stat.name.removeprefix("ray::") if stat.actor_id else ""
         rows.append(
             ProcessMemory(
                 node_id=node.node_id,
@@ -148,11 +148,11 @@ def process_rows(
                 name=stat.name,
                 rss_bytes=stat.rss_bytes,
                 gpu_memory_bytes=gpu.get(stat.pid, NA),
-                role=(rules.role(actor.class_name, actor.name) or "") if actor else "",
-                actor_id=actor.actor_id if actor else "",
-                class_name=class_name if actor else "",
+                role=rules.role(class_name, actor.name if actor else "") or "" if class_name else "",
+                actor_id=actor.actor_id if actor else stat.actor_id,
+                class_name=class_name,
                 actor_name=actor.name if actor else "",
-                job_id=actor.job_id if actor else "",
+                job_id=actor.job_id if actor else stat.job_id,
                 sample_time=stat.sample_time,
             )
         )

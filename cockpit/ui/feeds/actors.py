@@ -3,12 +3,13 @@ status bar's "not running" warning while a job is active.
 
 Cost on the head. The list is one `/api/v0/actors?detail=true` (at most 10,000 rows, Ray's limit) with
 its `summarize` beside it, plus the "why not running" report (pending actors and placement groups by
-state, the node table, the autoscaler's usage and status: seven small reads). It is fetched only while
-the Actors screen is shown, one fetch at a time, and the next one waits `max(5 s, 10 x the last fetch)`,
-so however large the cluster, the cockpit keeps the dashboard busy at most a tenth of the time. While
-the list holds every actor, filters are applied here (a keystroke costs the head nothing); once the
-cluster has more than the list holds, the filter's state, job, class and node terms are sent to the
-dashboard and a changed filter refetches at once.
+state, the node table, the autoscaler's usage and status: seven small reads), and every 15 s the
+memory of the alive actors (one `/nodes/{id}` per node holding them, 64 nodes at most). It is fetched
+only while the Actors screen is shown, one fetch at a time, and the next one waits
+`max(5 s, 10 x the last fetch)`, so however large the cluster, the cockpit keeps the dashboard busy at
+most a tenth of the time. While the list holds every actor, filters are applied here (a keystroke
+costs the head nothing); once the cluster has more than the list holds, the filter's state, job, class
+and node terms are sent to the dashboard and a changed filter refetches at once.
 
 The stuck watch runs the report alone, every 15 s while a job is pending or running and the Actors
 screen is not shown (which refreshes it on every fetch).
@@ -17,11 +18,20 @@ screen is not shown (which refreshes it on every fetch).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from cockpit.core.actors.listing import MAX_LIMIT, ActorList, ActorQuery, list_actors, parse_query
+from cockpit.core.actors.listing import (
+    MAX_LIMIT,
+    ActorList,
+    ActorQuery,
+    actor_memory,
+    list_actors,
+    parse_query,
+    with_memory,
+)
 from cockpit.core.actors.pending import PendingReport, fetch_pending
 from cockpit.core.actors.roles import DEFAULT_RULES, RoleRules
 from cockpit.core.actors.table import ActorIndex
@@ -36,7 +46,7 @@ if TYPE_CHECKING:
     from textual.timer import Timer
 
     from cockpit.core.cluster.dashboard import DashboardClient
-    from cockpit.core.snapshots import NodeSnapshot
+    from cockpit.core.snapshots import Metric, NodeSnapshot
 
 LIST_SECONDS = 5.0
 """The least wait between two fetches of the list while the Actors screen is shown (the default of
@@ -47,6 +57,9 @@ WATCH_SECONDS = 15.0
 """How often the stuck watch asks while a job is active and the Actors screen is not shown."""
 LIST_LIMIT = MAX_LIMIT
 WAIT_FOR_NODES_SECONDS = 0.5
+MEMORY_SECONDS = 15.0
+"""How often the alive actors' memory is read while the Actors screen is shown (`/nodes/{id}` of the
+nodes holding them, 64 at most: `listing.actor_memory`)."""
 QUERY_PAUSE_SECONDS = 0.3
 """A changed filter that needs a new list is sent once the typing pauses this long."""
 
@@ -114,6 +127,8 @@ class ActorsFeed:
         self._due = 0.0
         """When the next fetch is due (monotonic): coming back to the screen sooner does not refetch."""
         self._busy = False
+        self._rss: Mapping[str, Metric] = {}
+        self._rss_at = -MEMORY_SECONDS
 
     # -- the list (Actors screen shown) -------------------------------------------------------------
 
@@ -184,6 +199,8 @@ class ActorsFeed:
             client = await self.dashboard()
             listing, report = await fetch_actor_table(client, query, snapshot.nodes, self.rules, everything)
             took = time.monotonic() - started
+            rss = await self._memory(client, listing)
+            listing = await asyncio.to_thread(with_memory, listing, rss)
             index = await asyncio.to_thread(ActorIndex.build, listing.rows, state.actor_sort)
         except CockpitError as exc:
             # The one rule (`is_permanent`): a refusal is not asked again until the filter changes or
@@ -213,6 +230,15 @@ class ActorsFeed:
         self._due = time.monotonic() + delay
         if state.needs("actor_list") and not given_up:
             self._arm(0.0 if again else delay)
+
+    async def _memory(self, client: DashboardClient, listing: ActorList) -> Mapping[str, Metric]:
+        """The alive actors' RSS, read again at most every `MEMORY_SECONDS` (Ray's own refresh); the last
+        reading stays when a read fails (the list is still worth showing)."""
+        if time.monotonic() - self._rss_at >= MEMORY_SECONDS:
+            self._rss_at = time.monotonic()
+            with contextlib.suppress(CockpitError):
+                self._rss = await actor_memory(client, listing)
+        return self._rss
 
     # -- the stuck watch (a job active, the screen not shown) ---------------------------------------
 

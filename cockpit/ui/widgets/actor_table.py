@@ -24,7 +24,8 @@ from textual.strip import Strip
 
 from cockpit.core.actors.listing import ActorView
 from cockpit.core.actors.table import ActorIndex
-from cockpit.core.units import duration
+from cockpit.core.snapshots import NA
+from cockpit.core.units import duration, human_bytes
 from cockpit.ui.widgets.line_view import LineView
 from cockpit.ui.widgets.safe_text import clean
 
@@ -59,6 +60,7 @@ def columns_for(width: int) -> tuple[Column, ...]:
     ]
     if wide:
         cols.append(Column("pid", "PID", 7, right=True))
+        cols.append(Column("memory", "RSS", 9, right=True))
     cols += [
         Column("gpus", "GPUs", 18 if width >= 160 else 7),
         Column("restarts", "Rst", 3, right=True),
@@ -328,6 +330,8 @@ class ActorTableView(LineView, can_focus=True):
                 text = shown(view.host, w) if view.host else (shown(actor.node_id[:8], w) or "-")
             elif col.key == "pid":
                 text = str(actor.pid) if actor.pid else ""
+            elif col.key == "memory":
+                text = human_bytes(view.rss_bytes) if view.rss_bytes is not NA else ""
             elif col.key == "gpus":
                 text = gpu_cell(view, self._gpus, self._ip_of, w)
             elif col.key == "restarts":

@@ -70,7 +70,8 @@ def memory_warning(state: CockpitState) -> str:
     if biggest:
         top = biggest[0]
         who = f"{top.class_name} {top.actor_name}".strip() or top.name
-        text += f"; biggest: {who} (pid {top.pid}) {human_bytes(top.rss_bytes)}"
+        role = f", {top.role}" if top.role else ""
+        text += f"; biggest: {who} (pid {top.pid}{role}) {human_bytes(top.rss_bytes)}"
     more = len(flagged) - 1
     return text + (f" (+{more} more node{'s' if more > 1 else ''})" if more else "")
 
