@@ -88,6 +88,13 @@ def report_json(report: MemoryReport) -> dict[str, Any]:
     }
 
 
+def _actor_words(class_name: str, name: str) -> str:
+    """An actor as its class and its name (once, when they are the same); "-" for none."""
+    if not class_name:
+        return name or "-"
+    return class_name if not name or name == class_name else f"{class_name} {name}"
+
+
 def _table(rows: list[tuple[str, ...]]) -> None:
     from cockpit.core.text import clean
 
@@ -104,7 +111,7 @@ def print_report(report: MemoryReport) -> None:
 
     now = report.time
     rows: list[tuple[str, ...]] = [
-        ("NODE", "IP", "USED / TOTAL", "KILL THRESHOLD", "TREND", "OBJECT STORE", "READ", "")
+        ("NODE", "ID", "IP", "USED / TOTAL", "KILL THRESHOLD", "TREND", "OBJECT STORE", "READ", "")
     ]
     for n in sorted(report.nodes, key=lambda n: (not n.alive, -(n.used_fraction or 0.0))):
         threshold = "-"
@@ -127,6 +134,7 @@ def print_report(report: MemoryReport) -> None:
         rows.append(
             (
                 n.hostname or "-",
+                n.node_id[:8],
                 n.ip,
                 f"{human_bytes(n.used_bytes)} / {human_bytes(n.total_bytes)}",
                 threshold,
@@ -147,10 +155,10 @@ def print_report(report: MemoryReport) -> None:
         for p in report.processes:
             prows.append(
                 (
-                    p.ip,
+                    p.node_id[:8],
                     str(p.pid),
                     p.name,
-                    f"{p.class_name} {p.actor_name}".strip() or "-",
+                    _actor_words(p.class_name, p.actor_name),
                     p.role or "-",
                     p.job_id or "-",
                     human_bytes(p.rss_bytes),
@@ -165,12 +173,12 @@ def print_report(report: MemoryReport) -> None:
         print(f"Out-of-memory kills, newest first ({len(report.kills)}):")
         krows: list[tuple[str, ...]] = [("WHEN", "KIND", "NODE", "PID", "WHAT", "ROLE", "JOB", "LAST RSS")]
         for k in report.kills:
-            what = f"{k.class_name} {k.actor_name}".strip() or k.task_name or "-"
+            what = _actor_words(k.class_name, k.actor_name) if k.class_name else k.task_name or "-"
             krows.append(
                 (
                     f"{duration(now - k.time)} ago" if k.time else "-",
                     k.label,
-                    k.ip,
+                    f"{k.ip} {k.node_id[:8]}".strip(),
                     str(k.pid or "-"),
                     what,
                     k.role or "-",

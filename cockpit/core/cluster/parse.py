@@ -453,7 +453,12 @@ def node_processes(detail: Mapping[str, Any], node_id: str) -> tuple[ProcessStat
                 cpu_percent=as_metric(entry.get("cpuPercent")),
                 sample_time=now,
                 actor_id="" if not actor_id.strip("f") else actor_id,
-                job_id=as_str(core.get("jobId") or entry.get("jobId")),
+                job_id=_job_of(as_str(core.get("jobId") or entry.get("jobId"))),
             )
         )
     return tuple(out)
+
+
+def _job_of(job_id: str) -> str:
+    """A process's job id; "" for Ray's nil job (`ffff`: an agent, a process of no job)."""
+    return "" if not job_id.strip("f") else job_id

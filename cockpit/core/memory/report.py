@@ -281,11 +281,12 @@ async def memory_report(
     )[:top_nodes]
     by_id = {n.node_id: n for n in nodes}
     read = [by_id[n.node_id] for n in fullest if not watch.known_threshold(n.node_id)]
-    for node, threshold in zip(
-        read, await asyncio.gather(*(read_threshold(client, n) for n in read)), strict=True
-    ):
-        if threshold is not None:
-            watch.set_threshold(node.node_id, threshold)
+    logged = await asyncio.gather(*(read_threshold(client, n) for n in read))
+    assumed = False
+    for snapshot, threshold in zip(read, logged, strict=True):
+        if threshold is not None:  # the first one read stands for the nodes not read (one environment)
+            watch.set_threshold(snapshot.node_id, threshold, cluster_wide=not assumed)
+            assumed = True
     memory = watch.update(nodes)
     alive_actors = by_node_and_pid(actors)
     if job:
