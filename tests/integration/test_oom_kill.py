@@ -1,6 +1,7 @@
 """A real out-of-memory kill by Ray's memory monitor, seen three ways: the status bar warns before it, the
 Actors screen shows the actor's memory while it grows and its death cause says OOM after, and `cockpit
-memory local --json` lists it.
+memory local --json` lists it. Then an actor the test kills with SIGKILL, standing for the kernel's OOM
+killer where no kernel log names it: both say it may have been one, never that it was.
 
 The cluster is a one-node cluster of its own, started with a kill threshold 4 GiB above the memory this
 machine has in use (`RAY_memory_usage_threshold`), so the machine is never at risk: an actor of the
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -53,6 +55,14 @@ class RolloutWorker:
             time.sleep(0.5)
         return sum(map(len, held))
 
+@ray.remote(num_cpus=0, max_restarts=0)
+class Critic:
+    def pid(self):
+        return os.getpid()
+
+    def wait(self, seconds):
+        time.sleep(seconds)
+
 worker = RolloutWorker.options(name="rollout_0").remote()
 print(ray.get(worker.pid.remote()), flush=True)
 sys.stdin.readline()  # the test says when: once the cockpit watches
@@ -60,6 +70,12 @@ try:
     print("grew", ray.get(worker.grow.remote(2 * 2**30, 20 * 2**20, 5 * 2**30, 150)), flush=True)
 except Exception as exc:
     print("died", type(exc).__name__, flush=True)
+victim = Critic.options(name="critic_0").remote()  # the test SIGKILLs it: the kernel's OOM killer's way
+print("victim", ray.get(victim.pid.remote()), flush=True)
+try:
+    ray.get(victim.wait.remote(120))
+except Exception as exc:
+    print("victim died", type(exc).__name__, flush=True)
 """
 
 
@@ -164,8 +180,19 @@ async def test_an_oom_kill_is_warned_before_then_named_in_the_tui_and_the_cli(
             await until(
                 pilot, lambda: any("OOM (Ray memory monitor)" in line for line in table.text_lines()), 60
             )
+            # A SIGKILL, as the kernel's OOM killer sends it: Ray cannot tell it from a crash, nor can
+            # the cockpit without a kernel log line naming the pid; it says it may have been.
+            said = await asyncio.to_thread(lambda: (driver.stdout.readline(), driver.stdout.readline()))
+            assert said[0].startswith("died") and said[1].startswith("victim "), said
+            victim = int(said[1].split()[1])
+            os.kill(victim, signal.SIGKILL)
+            await until(
+                pilot,
+                lambda: any("critic_0" in x and "kernel OOM?" in x for x in table.text_lines()),
+                60,
+            )
         out, _err = driver.communicate(timeout=60)
-        assert driver.returncode == 0 and "died" in out, out
+        assert driver.returncode == 0 and "victim died" in out, out
     finally:
         driver.kill()
         driver.wait(30)
@@ -180,4 +207,7 @@ async def test_an_oom_kill_is_warned_before_then_named_in_the_tui_and_the_cli(
     assert (kill["class_name"], kill["actor_name"], kill["role"]) == ("RolloutWorker", "rollout_0", "rollout")
     assert kill["rss_bytes"] > 2**30 and "running low on memory" in kill["message"]
     assert node["threshold"]["source"] in ("raylet.out", "OOM kill")
+    maybe = next(k for k in report["kills"] if k["pid"] == victim)
+    assert maybe["kind"] == "kernel?" and maybe["role"] == "critic" and maybe["rss_bytes"] is None
+    assert maybe["label"] == "killed (SIGKILL or crash; kernel OOM?)"
     assert abs(node["threshold"]["bytes"] - kill["threshold_bytes"]) < 2**20
