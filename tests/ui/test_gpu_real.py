@@ -14,6 +14,7 @@ import asyncio
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -185,7 +186,7 @@ def check_rows(lines: list[str], truth: dict[int, tuple[str, float]], pid: int |
         assert f"/{total / 1024:.1f} GiB" in text, (total, text)
     if pid is not None:
         gpu0 = next(line for line in lines if f"pid {pid}" in line or "PolicyTrainer" in line)
-        assert "PolicyTrainer policy_0 (policy)" in gpu0, gpu0
+        assert re.search(r"PolicyTrainer policy_0 \(policy\) \d+\.\d GiB", gpu0), gpu0  # allocated by it
         assert "IDLE" not in gpu0, gpu0
 
 

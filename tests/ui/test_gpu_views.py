@@ -135,7 +135,7 @@ async def test_list_of_the_captured_amd_cluster() -> None:
         text = "\n".join(lines)
         amd_gpu0 = next(line for line in lines if "37%" in line)
         assert "12.0/192.0 GiB" in amd_gpu0 and "412 W" in amd_gpu0 and "N/A" in amd_gpu0  # no temperature
-        assert "AmdTrainer amd_trainer (policy)" in amd_gpu0
+        assert "AmdTrainer amd_trainer (policy) 3.0 GiB" in amd_gpu0  # the GPU memory its process allocated
         amd_gpu1 = next(line for line in lines if " 0% " in line)
         assert "IDLE while a job runs" in amd_gpu1
         assert "2 x FAKE Instinct MI300X" in text

@@ -43,6 +43,11 @@ def gib(mib: Metric) -> str:
     return "N/A" if mib is NA else f"{float(mib) / 1024:.1f}"
 
 
+def allocated(mib: Metric) -> str:
+    """A process's allocated GPU memory after its name (" 3.0 GiB"); nothing when not reported."""
+    return "" if mib is NA else f" {gib(mib)} GiB"
+
+
 def memory(used: Metric, total: Metric) -> str:
     if used is NA or total is NA:
         return "N/A"

@@ -290,13 +290,13 @@ class GpuList(LineView, can_focus=True):
         if cols.spark:
             series = self._series(row, cols.spark)
             segments.append(Segment(cells.sparkline(series) + " ", self._style("spark")))
-        actors = fleet.actors_on(row)
-        if actors:
-            text = ", ".join(clean(a.label) for a in actors)
-        elif gpu.processes:
-            text = ", ".join(f"pid {p.pid}" for p in gpu.processes)
+        # Each process with the GPU memory it has allocated (NVML/amdsmi: memory, not utilization); the
+        # actors when any process is one, else every pid.
+        named = [(fleet.actors_by_pid.get((row.node.ip, p.pid)), p) for p in gpu.processes]
+        if any(actor for actor, _p in named):
+            text = ", ".join(clean(a.label) + cells.allocated(p.memory_mib) for a, p in named if a)
         else:
-            text = ""
+            text = ", ".join(f"pid {p.pid}{cells.allocated(p.memory_mib)}" for _a, p in named)
         if idle:
             text = "IDLE while a job runs" + (f" · {text}" if text else "")
         if text:
@@ -340,7 +340,7 @@ def _header(cols: _Columns) -> str:
     if cols.spark:
         label = "Util, last 10 min" if cols.spark >= 20 else "10 min"
         parts.append(f"{label:<{cols.spark + 1}}")
-    parts.append("Actors (by pid on the GPU)")
+    parts.append("Actors (by pid on the GPU) and the GPU memory each allocated")
     return "".join(parts)
 
 
