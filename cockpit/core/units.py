@@ -16,7 +16,8 @@ def human_bytes(value: Metric) -> str:
         return "N/A"
     number = float(value)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(number) < 1024 or unit == "TiB":
+        shown = round(number) if unit == "B" else round(number, 1)
+        if abs(shown) < 1024 or unit == "TiB":  # as shown: 1023.97 MiB is "1.0 GiB", not "1024.0 MiB"
             return f"{number:.0f} {unit}" if unit == "B" else f"{number:.1f} {unit}"
         number /= 1024
     return f"{number:.1f} TiB"

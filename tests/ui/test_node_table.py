@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from rich.text import Text
@@ -64,9 +65,11 @@ BUILD = node_table.node_cells
 async def test_a_poll_builds_only_the_rows_that_changed(monkeypatch: pytest.MonkeyPatch) -> None:
     built: list[str] = []
 
-    def counted(node: NodeSnapshot, now: float, silent_for: float | None = None) -> dict[str, Text]:
+    def counted(
+        node: NodeSnapshot, now: float, silent_for: float | None = None, memory: Any = None
+    ) -> dict[str, Text]:
         built.append(node.node_id)
-        return BUILD(node, now, silent_for)
+        return BUILD(node, now, silent_for, memory)
 
     monkeypatch.setattr(node_table, "node_cells", counted)
     # Joined hours ago (ages in minutes), one dead.

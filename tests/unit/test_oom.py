@@ -189,3 +189,22 @@ def test_a_nodes_processes_with_their_memory_and_actors(samples_dir: Path) -> No
     assert rows[0].pid == 3952 and rows[0].class_name == "" and rows[0].role == ""
     by_pid = {r.pid: r for r in rows}
     assert by_pid[7440].class_name == "JobSupervisor"  # an actor named by its process title
+
+
+def test_the_node_tables_memory_cell_shows_the_trend_and_the_flag() -> None:
+    from cockpit.ui.widgets.node_table import memory_cell
+
+    watch = MemoryWatch()
+    watch.set_threshold("any", Threshold(60 * GIB, 0.6, "raylet.out"), cluster_wide=True)
+    for second in range(0, 35, 5):  # 1 GiB a minute toward 60 GiB: about 10 minutes left
+        node = node_at(50 * GIB + second / 60 * GIB, 1000.0 + second)
+        watch.update([node])
+    cell = memory_cell(node, watch.by_node[node.node_id])
+    assert cell.plain == "50.5 GiB/100.0 GiB +1.0 GiB/min" and str(cell.style) == "bold yellow"
+    flat = MemoryWatch()
+    flat.update([node_at(10 * GIB, 1.0)])
+    quiet = node_at(10 * GIB, 1.0)
+    assert memory_cell(quiet, flat.by_node[quiet.node_id]).plain == "10.0 GiB/100.0 GiB"
+    near = node_at(94 * GIB, 1.0)
+    assert str(memory_cell(near, MemoryWatch().update([near])[0]).style) == "bold red"
+    assert memory_cell(replace(near, mem_total_bytes=NA), None).plain == "N/A"

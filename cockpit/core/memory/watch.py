@@ -94,6 +94,8 @@ class MemoryWatch:
         self._cluster_threshold: Threshold | None = None
         """A threshold one node logged, assumed for the others until theirs is read."""
         self.nodes: tuple[NodeMemory, ...] = ()
+        self.by_node: dict[str, NodeMemory] = {}
+        """The same, by node id."""
 
     def set_threshold(self, node_id: str, threshold: Threshold, cluster_wide: bool = False) -> None:
         """The threshold NODE_ID's raylet logged or a kill on it named (and, if CLUSTER_WIDE, the one to
@@ -133,6 +135,7 @@ class MemoryWatch:
         for gone in [k for k in self._readings if k not in listed]:
             del self._readings[gone]
         self.nodes = tuple(out)
+        self.by_node = {m.node_id: m for m in out}
         return self.nodes
 
     def _memory(self, node: NodeSnapshot, readings: deque[tuple[float, float]] | None) -> NodeMemory:

@@ -41,7 +41,7 @@ class ClusterScreen(CockpitScreen):
             if job is None or job.running:
                 panel.show(progress)
         for table in self.query(NodeTable):
-            table.show(snapshot.nodes, snapshot.silent)
+            table.show(snapshot.nodes, snapshot.silent, memory=self.state.memory.by_node)
         requested = state.requested_node
         if requested is not None:  # `n` on the Actors screen: the cursor on that node
             state.requested_node = None

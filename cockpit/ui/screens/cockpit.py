@@ -69,7 +69,7 @@ def _show_join(panel: JoinPanel, state: CockpitState) -> None:
 def _show_nodes(table: NodeTable, state: CockpitState) -> None:
     table.set_class(state.connection.stale, "stale")
     if state.snapshot is not None:
-        table.show(state.snapshot.nodes, state.snapshot.silent)
+        table.show(state.snapshot.nodes, state.snapshot.silent, memory=state.memory.by_node)
 
 
 def _show_heatmap(heatmap: GpuHeatmap, state: CockpitState) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from rich.text import Text
 
+from cockpit.core.memory.watch import NodeMemory
 from cockpit.core.snapshots import NA, NodeSnapshot
 from cockpit.core.units import ago, duration, human_bytes, percent
 from cockpit.ui.widgets.keyed_table import KeyedTable
@@ -32,10 +33,30 @@ COLUMNS = (
 )
 
 
-def node_cells(node: NodeSnapshot, now: float, silent_for: float | None = None) -> dict[str, Text]:
+TREND_SHOWN = 64 * 2**20
+"""A node's memory trend is shown from this many bytes a minute (either way)."""
+
+
+def memory_cell(node: NodeSnapshot, memory: NodeMemory | None) -> Text:
+    """Used/total, then the trend where it moves (+1.2 GiB/min); red near or over Ray's kill threshold,
+    yellow rising toward it (`core.memory.watch`)."""
+    if node.mem_total_bytes is NA:
+        return Text("N/A")
+    text = f"{human_bytes(node.mem_used_bytes)}/{human_bytes(node.mem_total_bytes)}"
+    slope = memory.slope_bytes_per_s if memory is not None else None
+    if slope is not None and abs(slope) * 60 >= TREND_SHOWN:
+        text += f" {'+' if slope > 0 else '-'}{human_bytes(abs(slope) * 60)}/min"
+    flag = memory.flag if memory is not None else ""
+    return Text(text, style={"over": "bold red", "near": "bold red", "rising": "bold yellow"}.get(flag, ""))
+
+
+def node_cells(
+    node: NodeSnapshot, now: float, silent_for: float | None = None, memory: NodeMemory | None = None
+) -> dict[str, Text]:
     """The cells of one node's row, by column key: all `Text`, since a `str` cell is read as markup and
     the ids, names, states and death causes came from the cluster. SILENT_FOR: seconds the node, still
-    ALIVE to Ray, has sent nothing new (`ClusterSnapshot.silent`): it is not answering."""
+    ALIVE to Ray, has sent nothing new (`ClusterSnapshot.silent`): it is not answering. MEMORY: its
+    memory against Ray's kill threshold, with its trend (`MemoryWatch`), where known."""
     state = plain(node.state, "bold green" if node.alive else "bold red")
     if node.alive and silent_for is not None:
         state = plain(f"not answering ({duration(silent_for)})", "bold yellow")
@@ -44,11 +65,6 @@ def node_cells(node: NodeSnapshot, now: float, silent_for: float | None = None) 
         gpus += " (logical)"
     elif node.gpus:
         gpus = f"{len(node.gpus)} phys"
-    mem = (
-        "N/A"
-        if node.mem_total_bytes is NA
-        else f"{human_bytes(node.mem_used_bytes)}/{human_bytes(node.mem_total_bytes)}"
-    )
     store = (
         "N/A"
         if node.object_store_total_bytes is NA
@@ -60,7 +76,7 @@ def node_cells(node: NodeSnapshot, now: float, silent_for: float | None = None) 
         "ip": plain(node.ip),
         "state": state,
         "cpu": Text(percent(node.cpu_percent) if node.alive else "-"),
-        "mem": Text(mem if node.alive else "-"),
+        "mem": memory_cell(node, memory) if node.alive else Text("-"),
         "gpus": Text(gpus),
         "store": Text(store if node.alive else "-"),
         "joined": Text(joined(node, now)),
@@ -83,28 +99,33 @@ class NodeTable(KeyedTable):
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:  # noqa: A002
         super().__init__(COLUMNS, id=id, classes=classes)
-        self._built_from: dict[str, tuple[NodeSnapshot, float | None, str]] = {}
-        """Per node id: what its row shows was built from (the node, seconds silent, the joined text)."""
+        self._built_from: dict[str, tuple[NodeSnapshot, float | None, NodeMemory | None, str]] = {}
+        """Per node id: what its row shows was built from (the node, seconds silent, its memory, the
+        joined text)."""
 
     def show(
         self,
         nodes: tuple[NodeSnapshot, ...],
         silent: Mapping[str, float] | None = None,
         now: float | None = None,
+        memory: Mapping[str, NodeMemory] | None = None,
     ) -> None:
         """Show NODES in their order; SILENT: seconds each silent node has sent nothing new (by node id);
-        NOW: the time the ages are counted to (posix seconds; the clock's by default)."""
+        NOW: the time the ages are counted to (posix seconds; the clock's by default); MEMORY: each node's
+        memory against Ray's kill threshold (by node id)."""
         now = time.time() if now is None else now
         silent = silent or {}
+        memory = memory or {}
         before, built_from = self._built_from, {}
         rows: list[tuple[str, Mapping[str, Text] | None]] = []
         for node in nodes:
             key, silent_for, age = node.node_id, silent.get(node.node_id), joined(node, now)
-            built_from[key] = (node, silent_for, age)
+            mem = memory.get(key)
+            built_from[key] = (node, silent_for, mem, age)
             last, shown = before.get(key), self.shown_cells(key)
-            if last is None or shown is None or last[:2] != (node, silent_for):  # `is`, else `==`
-                rows.append((key, node_cells(node, now, silent_for)))
-            elif last[2] != age:
+            if last is None or shown is None or last[:3] != (node, silent_for, mem):  # `is`, else `==`
+                rows.append((key, node_cells(node, now, silent_for, mem)))
+            elif last[3] != age:
                 rows.append((key, {**shown, "joined": Text(age)}))
             else:
                 rows.append((key, None))  # unchanged: neither built nor compared
