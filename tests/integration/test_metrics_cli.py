@@ -1,7 +1,7 @@
 """`cockpit metrics` on the real local cluster: the demo job's CSV equals the `step=` lines its driver
 printed (read independently from `cockpit logs`), `--json` has the demo's keys (both on the session's
-finished demo run), and `--follow` gives the steps of a running job as they are printed and ends when
-the job does.
+finished demo run), `--follow` gives the steps of a running job as they are printed and ends when the
+job does, and `--phases` gives a real job's step anatomy as its driver printed it.
 
 The follow test uses the demo-hang job: it prints its first steps, then hangs for good, so the steps
 seen came while the job was still running, whatever the machine's speed; stopping it must end the
@@ -16,16 +16,20 @@ import io
 import json
 import queue
 import re
+import shlex
 import subprocess
 import sys
 import threading
+import uuid
+from pathlib import Path
 
 import pytest
 
 from tests.harness.cluster import ClusterHandle
-from tests.harness.debug_jobs import _stop
+from tests.harness.debug_jobs import _stop, wait_status
 from tests.harness.hang_jobs import demo_hang_job
 from tests.harness.run import FinishedRun, run_cockpit
+from tests.unit.test_metrics_phases import verl_step
 
 pytestmark = [pytest.mark.cluster]
 
@@ -122,3 +126,41 @@ def test_follow_gives_steps_while_the_job_runs_and_ends_with_it(ray_cluster: Clu
             rest.append(lines.get())
         assert rest == []  # nothing after the hang
         assert rows == printed(job.submission_id)
+
+
+def test_phases_of_a_real_job_are_the_seconds_it_printed(ray_cluster: ClusterHandle, tmp_path: Path) -> None:
+    """A job on the local cluster whose driver prints verl's step lines (`timing_s/*`, as verl's
+    TaskRunner writes them: tests/unit/test_metrics_phases.py), read back by `cockpit metrics local JOB
+    --phases --json` from its real driver log: each step's phases are the seconds printed, to the digit."""
+    steps = {step: 20.0 + step for step in range(1, 7)}
+    text = "".join(verl_step(step, gen, save=4.0 if step == 5 else None) for step, gen in steps.items())
+    lines = tmp_path / "verl.log"
+    lines.write_text(text)
+    program = f"import sys; sys.stdout.write(open({str(lines)!r}).read()); sys.stdout.flush()"
+    submission_id = f"cockpit-test-phases-{uuid.uuid4().hex[:8]}"
+    request = {
+        "entrypoint": f"{sys.executable} -c {shlex.quote(program)}",
+        "submission_id": submission_id,
+        "entrypoint_num_cpus": 0,
+    }
+
+    async def finished() -> str:  # (a driver that never calls ray.init has no Ray job id: not waited for)
+        async with ray_cluster.client() as client:
+            await client.submit_job(request)
+            return str((await wait_status(client, submission_id)).status)
+
+    assert asyncio.run(finished()) == "SUCCEEDED"
+    done = run_cockpit("metrics", "local", submission_id, "--phases", "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["framework"] == "verl" and [s["step"] for s in doc["steps"]] == list(steps)
+    for step in doc["steps"]:
+        printed = {
+            key.removeprefix("timing_s/"): float(value.removeprefix("np.float64(").rstrip(")"))
+            for key, value in (
+                part.split(":", 1) for part in text.splitlines()[step["step"] - 1].split(" - ")[1:]
+            )
+            if key.startswith("timing_s/") and key not in ("timing_s/step", "timing_s/start_profile")
+        }
+        assert step["phases"] == printed and step["total_printed"] is True
+    assert doc["checkpoints"]["last_step"] == 5 and doc["steps"][4]["phases"]["save_checkpoint"] == 4.0
