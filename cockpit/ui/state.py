@@ -104,6 +104,8 @@ class ActorTable:
     """Seconds the fetch took (the head's cost, seen from here)."""
     by_role: dict[str, int] = field(default_factory=dict)
     """Every actor the server-side filters match, by role, from the summary's counts by class."""
+    memory_read_at: float | None = None
+    """When the RSS column was last read (posix seconds; it is read less often than the list)."""
 
 
 @dataclass

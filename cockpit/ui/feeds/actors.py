@@ -129,6 +129,7 @@ class ActorsFeed:
         self._busy = False
         self._rss: Mapping[str, Metric] = {}
         self._rss_at = -MEMORY_SECONDS
+        self._rss_read_at: float | None = None
 
     # -- the list (Actors screen shown) -------------------------------------------------------------
 
@@ -217,6 +218,7 @@ class ActorsFeed:
                 fetched_at=time.time(),
                 took=took,
                 by_role=role_counts(listing.by_class, self.rules),
+                memory_read_at=self._rss_read_at,
             )
             state.stuck.error = ""
             topics: list[Topic] = ["actors"]
@@ -238,6 +240,7 @@ class ActorsFeed:
             self._rss_at = time.monotonic()
             with contextlib.suppress(CockpitError):
                 self._rss = await actor_memory(client, listing)
+                self._rss_read_at = time.time()
         return self._rss
 
     # -- the stuck watch (a job active, the screen not shown) ---------------------------------------

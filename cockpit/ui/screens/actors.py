@@ -199,6 +199,10 @@ class ActorsScreen(CockpitScreen):
             text.append(" · filter ", style="dim")
             text.append(clean(self.state.actor_query.strip()), style="italic")
         text.append(f" · fetched in {table.took:.1f} s", style="dim")
+        if table.memory_read_at is not None:
+            text.append(
+                f" · RSS read {duration(max(0.0, time.time() - table.memory_read_at))} ago", style="dim"
+            )
         return text
 
     def _show_pending(self) -> None:
