@@ -14,8 +14,9 @@ import asyncio
 import contextlib
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from cockpit.core.actors.roles import DEFAULT_RULES, RoleRules
 from cockpit.core.cluster.dashboard import DashboardClient
@@ -32,6 +33,8 @@ from cockpit.core.errors import CockpitError
 from cockpit.core.memory.watch import MemoryWatch, NodeMemory, Threshold
 from cockpit.core.snapshots import NA, ActorRow, Metric, NodeSnapshot, ProcessStat, WorkerRow
 
+T = TypeVar("T")
+
 RAYLET_HEAD_BYTES = 256 * 1024
 """How much of a raylet.out is read for its memory monitor's start line (logged in its first second)."""
 TOP_NODES = 8
@@ -39,6 +42,8 @@ TOP_NODES = 8
 PER_NODE = 5
 """Processes listed per node, the biggest first."""
 NO_KERNEL_LOG = "not read (the nodes' kernel logs are not reachable from here)"
+AT_ONCE = 8
+"""Requests to the head at once for the per-node reads (raylet.out, process tables)."""
 KILL_ROWS = 1000
 """Dead workers read per exit type (the worker table keeps the most recent ones)."""
 
@@ -281,7 +286,13 @@ async def memory_report(
     )[:top_nodes]
     by_id = {n.node_id: n for n in nodes}
     read = [by_id[n.node_id] for n in fullest if not watch.known_threshold(n.node_id)]
-    logged = await asyncio.gather(*(read_threshold(client, n) for n in read))
+    gate = asyncio.Semaphore(AT_ONCE)
+
+    async def gated(work: Awaitable[T]) -> T:
+        async with gate:
+            return await work
+
+    logged = await asyncio.gather(*(gated(read_threshold(client, n)) for n in read))
     assumed = False
     for snapshot, threshold in zip(read, logged, strict=True):
         if threshold is not None:  # the first one read stands for the nodes not read (one environment)
@@ -292,7 +303,7 @@ async def memory_report(
     if job:
         alive_actors = {k: a for k, a in alive_actors.items() if a.job_id == job}
     answers = await asyncio.gather(
-        *(biggest_processes(client, by_id[n.node_id], alive_actors, rules) for n in fullest),
+        *(gated(biggest_processes(client, by_id[n.node_id], alive_actors, rules)) for n in fullest),
         return_exceptions=True,
     )
     processes: list[ProcessMemory] = []
