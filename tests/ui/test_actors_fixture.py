@@ -11,6 +11,7 @@ import json
 import re
 import time
 from dataclasses import replace
+from typing import Any
 
 from rich.cells import cell_len
 from rich.console import Console
@@ -135,6 +136,18 @@ def with_actors(state: CockpitState, hostile: bool = False) -> CockpitState:
     state.stuck.report = report
     state.stuck.since = {"placement group:" + "ab" * 9: time.time() - 125}
     return state
+
+
+async def settled_text(pilot: Any, app: CockpitApp, tries: int = 50) -> str:
+    """The screen's text once two looks 0.1 s apart agree (a loaded machine draws a fresh screen late)."""
+    last = screen_text(app)
+    for _ in range(tries):
+        await pilot.pause(0.1)
+        text = screen_text(app)
+        if text == last:
+            return text
+        last = text
+    return last
 
 
 def screen_text(app: CockpitApp) -> str:

@@ -16,7 +16,7 @@ from cockpit.ui.state import CockpitState
 from cockpit.ui.widgets.join_progress import JoinPanel
 from cockpit.ui.widgets.status_bar import StatusBar, slurm_segment
 from tests.harness.snapshots import check_snapshot
-from tests.ui.test_actors_fixture import screen_text
+from tests.ui.test_actors_fixture import screen_text, settled_text
 from tests.ui.test_fixture_state import fixture_state
 
 CAPTURED = Path(__file__).parents[1] / "fixtures" / "slurm"
@@ -50,7 +50,8 @@ async def test_a_queued_job_shows_its_reason_estimate_and_shape() -> None:
             panel = str(app.screen.query_one(JoinPanel).render())
             assert "QUEUED in Slurm: PENDING (Resources) · expected start " in panel
             assert "will have 2 node(s) x 8 GPUs" in panel
-            text = re.sub(r"expected start \d\d:\d\d", "expected start HH:MM", masked(screen_text(app)))
+            shown = await settled_text(pilot, app)
+            text = re.sub(r"expected start \d\d:\d\d", "expected start HH:MM", masked(shown))
             check_snapshot(f"slurm_queued_{size[0]}x{size[1]}.txt", text)
 
 

@@ -5,8 +5,8 @@ Fed by the node poll that already runs (its summary carries each node's memory):
 The threshold is the one the cluster logged (a node's raylet.out: "ThresholdMemoryMonitor initialized
 with usage threshold at N bytes"), or the one an OOM kill's text named for that node, or Ray's default
 (95% of the node's memory) until one of those is known. A node is flagged when its memory is over the
-threshold, within `MARGIN` of it, or rising toward it fast enough to cross it within `HORIZON_S` at the
-slope of its last `WINDOW_S` of readings.
+threshold, within `MARGIN` of it, or (past `RISING_FROM` of it) rising fast enough to cross it within
+`HORIZON_S` at the slope of its last `WINDOW_S` of readings.
 """
 
 from __future__ import annotations
@@ -24,8 +24,11 @@ WINDOW_S = 120.0
 """Readings whose slope is the node's trend (the reporter sends one every 5 s: about 24)."""
 MIN_SPAN_S = 9.0
 """A trend needs readings this far apart (three reports), else none is given."""
-HORIZON_S = 900.0
-"""Rising to cross the threshold within this long at the current slope: flagged."""
+HORIZON_S = 600.0
+"""Rising to cross the threshold within this long at the current slope: flagged (from `RISING_FROM`)."""
+RISING_FROM = 0.75
+"""A rising node is flagged only once it holds this share of its threshold: a cluster starting up (a
+few GB in a minute, from little) is not a node about to be killed."""
 MARGIN = 0.05
 """Within this share of the node's memory below the threshold: flagged, whatever the trend."""
 HISTORY = 48
@@ -153,7 +156,7 @@ class MemoryWatch:
                 flag = "over"
             elif room <= MARGIN * total:
                 flag = "near"
-            elif left is not None and left <= HORIZON_S:
+            elif left is not None and left <= HORIZON_S and used >= RISING_FROM * threshold.bytes:
                 flag = "rising"
         return NodeMemory(
             node_id=node.node_id,
