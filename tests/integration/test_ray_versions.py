@@ -53,6 +53,17 @@ def test_status_names_the_old_version(head: OldHead) -> None:
     assert json.loads(answer.stdout)["ray_version"] == head.version
 
 
+def test_memory_reads_each_version_s_nodes_and_threshold(head: OldHead) -> None:
+    """`cockpit memory` on an older head: its nodes against a kill threshold (the one its raylet logged,
+    where that Ray logs it; else Ray's default), and no kill, without a warning of a list it refused."""
+    answer = run_cockpit("memory", head.url, "--json")
+    assert answer.returncode == 0, answer.stderr
+    doc = json.loads(answer.stdout)
+    assert doc["nodes"] and all(n["threshold"]["bytes"] > 0 for n in doc["nodes"] if n["alive"])
+    assert {n["threshold"]["source"] for n in doc["nodes"]} <= {"raylet.out", "Ray's default"}
+    assert doc["kills"] == [] and doc["warnings"] == [], doc["warnings"]
+
+
 def test_a_token_file_on_a_ray_without_token_auth_is_one_line(head: OldHead, tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("not-needed-here\n")

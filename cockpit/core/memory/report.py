@@ -31,7 +31,7 @@ from cockpit.core.cluster.oom import (
 )
 from cockpit.core.errors import CockpitError
 from cockpit.core.memory.watch import MemoryWatch, NodeMemory, Threshold
-from cockpit.core.snapshots import NA, ActorRow, Metric, NodeSnapshot, ProcessStat, WorkerRow
+from cockpit.core.snapshots import NA, ActorRow, Listing, Metric, NodeSnapshot, ProcessStat, WorkerRow
 
 T = TypeVar("T")
 
@@ -256,21 +256,33 @@ async def memory_report(
     kills (two worker-table reads), the actors that name them (one read), and the thresholds the
     fullest nodes' raylets logged. KERNEL_LOG reads the nodes' kernel log where it can be read (a local
     cluster: this machine's)."""
-    nodes, oom_workers, crashed, actor_rows = await asyncio.gather(
-        client.nodes(fresh=True),
-        client.workers(filters=[("exit_type", "=", "NODE_OUT_OF_MEMORY")], limit=KILL_ROWS),
-        client.workers(filters=[("exit_type", "=", "SYSTEM_ERROR")], limit=KILL_ROWS),
-        client.actors(limit=10_000),
+    nodes = await client.nodes(fresh=True)  # without the nodes there is no report: its error is the answer
+    warnings: list[str] = []
+
+    async def listed(what: str, ask: Awaitable[Listing[T]]) -> tuple[T, ...]:
+        """A list the report can do without: its failure is a warning, not the end of the report."""
+        try:
+            listing = await ask
+        except CockpitError as exc:
+            warnings.append(f"{what} could not be read ({exc})")
+            return ()
+        warnings.extend(listing.warnings)
+        return listing.rows
+
+    oom_workers, crashed, actors = await asyncio.gather(
+        listed(
+            "the workers the memory monitor killed",
+            client.workers(filters=[("exit_type", "=", "NODE_OUT_OF_MEMORY")], limit=KILL_ROWS),
+        ),
+        listed(
+            "the workers that died by a signal or a crash",
+            client.workers(filters=[("exit_type", "=", "SYSTEM_ERROR")], limit=KILL_ROWS),
+        ),
+        listed("the actors", client.actors(limit=10_000)),
     )
-    warnings = [*oom_workers.warnings, *crashed.warnings, *actor_rows.warnings]
-    actors = actor_rows.rows
-    kernel_text, kernel_where = (
-        kernel_log()
-        if kernel_log
-        else (None, "not read (the nodes' kernel logs are not reachable from here)")
-    )
+    kernel_text, kernel_where = kernel_log() if kernel_log else (None, NO_KERNEL_LOG)
     kernel = kernel_kills(kernel_text) if kernel_text is not None else None
-    kills = oom_kills([*oom_workers.rows, *crashed.rows], actors, rules, kernel, job)
+    kills = oom_kills([*oom_workers, *crashed], actors, rules, kernel, job)
 
     watch = MemoryWatch()
     for kill in kills:  # the thresholds Ray named when it killed
