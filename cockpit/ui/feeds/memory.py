@@ -58,6 +58,7 @@ class MemoryFeed:
         state.memory.update(nodes)
         by_id = {n.node_id: n for n in nodes}
         flagged = state.memory.flagged()
+        read = False
         for memory in flagged[:BIGGEST_NODES]:
             node = by_id.get(memory.node_id)
             if node is None:
@@ -67,12 +68,14 @@ class MemoryFeed:
                 own = await read_threshold(client, node)
                 if own is not None:
                     state.memory.set_threshold(node.node_id, own)
+                    read = True
             now = time.monotonic()
             if now - self._biggest_at.get(node.node_id, -BIGGEST_EVERY_S) >= BIGGEST_EVERY_S:
                 self._biggest_at[node.node_id] = now
                 with contextlib.suppress(CockpitError):  # the warning stands without them; asked again
                     state.memory_biggest[node.node_id] = tuple(await biggest_processes(client, node, {}))
-        state.memory.update(nodes)  # with any threshold just read
+        if read:
+            state.memory.update(nodes)  # again, with the thresholds just read
         shown = {m.node_id for m in state.memory.flagged()}
         for gone in [k for k in state.memory_biggest if k not in shown]:
             del state.memory_biggest[gone]
