@@ -134,6 +134,12 @@ def _processes_under(temp_dir: Path) -> list[int]:
     return found
 
 
+START_TRIES = 3
+"""Starts of an old head before giving up. A head that ended during its start is started again with
+fresh ports: a port found free can be taken by the other pytest process's clusters before Ray binds it,
+and `ray start --block` then ends with 1 (seen twice in whole runs, on 2.47.1)."""
+
+
 @contextmanager
 def old_head(version: str) -> Iterator[OldHead]:
     """A one-node Ray VERSION head on 127.0.0.1 (2 CPUs, no GPU, no token auth), stopped with all its
@@ -142,8 +148,6 @@ def old_head(version: str) -> Iterator[OldHead]:
     Its job entrypoints find that version's `python` first on PATH.
     """
     venv = ray_venv(version)
-    temp_dir = Path(tempfile.mkdtemp(prefix="rcv-", dir="/tmp"))  # short: Ray's socket paths have a limit
-    dashboard = find_free_port()
     env = {
         **os.environ,
         "PATH": f"{venv / 'bin'}:{os.environ.get('PATH', '')}",
@@ -152,47 +156,75 @@ def old_head(version: str) -> Iterator[OldHead]:
     for name in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
         env.pop(name, None)
     env["RAY_AUTH_MODE"] = "disabled"  # the newest would take a token from this shell; the older know none
-    command = [
-        str(venv / "bin" / "ray"),
-        "start",
-        "--head",
-        "--block",
-        f"--temp-dir={temp_dir}",
-        f"--port={find_free_port()}",
-        "--dashboard-host=127.0.0.1",
-        f"--dashboard-port={dashboard}",
-        f"--dashboard-agent-listen-port={find_free_port()}",
-        "--num-cpus=2",
-        "--num-gpus=0",
-        "--include-dashboard=true",
-        "--disable-usage-stats",
-    ]
-    log = (temp_dir / "start.log").open("wb")
-    process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{dashboard}"
-    try:
-        # A bound only: 20-45 s here, but a whole run's load once kept a 2.47.1 head from answering
-        # within 120 s while its dashboard was still loading its modules.
-        deadline = time.monotonic() + 300
-        while not _answers(url):
-            if process.poll() is not None or time.monotonic() > deadline:
-                how = f"ended ({process.returncode})" if process.poll() is not None else "no answer in 300 s"
-                raise AssertionError(
-                    f"Ray {version} head did not come up, {how}: "
-                    f"{(temp_dir / 'start.log').read_text()[-2000:]}"
-                )
-            time.sleep(0.5)
-        yield OldHead(version=version, url=url, temp_dir=temp_dir, venv=venv)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        # A test head holds nothing worth a graceful stop: 5 s, then every process of it is killed (the
-        # newest's `ray start --block` takes over 20 s to stop its children on SIGTERM).
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=5)
-        for pid in [*_processes_under(temp_dir), process.pid]:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        process.wait()
-        log.close()
-        shutil.rmtree(temp_dir, ignore_errors=True)
+    failures: list[str] = []
+    for _try in range(START_TRIES):
+        temp_dir = Path(tempfile.mkdtemp(prefix="rcv-", dir="/tmp"))  # short: Ray's socket paths have a limit
+        dashboard = find_free_port()
+        command = [
+            str(venv / "bin" / "ray"),
+            "start",
+            "--head",
+            "--block",
+            f"--temp-dir={temp_dir}",
+            f"--port={find_free_port()}",
+            "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={dashboard}",
+            f"--dashboard-agent-listen-port={find_free_port()}",
+            "--num-cpus=2",
+            "--num-gpus=0",
+            "--include-dashboard=true",
+            "--disable-usage-stats",
+        ]
+        log = (temp_dir / "start.log").open("wb")
+        process = subprocess.Popen(
+            command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        url = f"http://127.0.0.1:{dashboard}"
+        try:
+            # A bound only: 20-45 s here, but a whole run's load once kept a 2.47.1 head from answering
+            # within 120 s while its dashboard was still loading its modules.
+            deadline = time.monotonic() + 300
+            while not _answers(url):
+                if process.poll() is not None:
+                    failures.append(f"ended ({process.returncode}): {_why_ended(temp_dir)}")
+                    break
+                if time.monotonic() > deadline:
+                    raise AssertionError(
+                        f"Ray {version} head did not answer in 300 s: "
+                        f"{(temp_dir / 'start.log').read_text()[-2000:]}"
+                    )
+                time.sleep(0.5)
+            else:
+                yield OldHead(version=version, url=url, temp_dir=temp_dir, venv=venv)
+                return
+        finally:
+            _stop_head(process, temp_dir)
+            log.close()
+            shutil.rmtree(temp_dir, ignore_errors=True)
+    raise AssertionError(
+        f"Ray {version} head did not come up in {START_TRIES} starts: " + " | ".join(failures)
+    )
+
+
+def _why_ended(temp_dir: Path) -> str:
+    """The last lines of what the head's processes said when it ended: `ray start`'s own output, then
+    the error files of Ray's processes (a port already taken shows there)."""
+    said = [(temp_dir / "start.log").read_text(errors="replace")[-1000:]]
+    for err in sorted(temp_dir.glob("session_*/logs/*.err")):
+        text = err.read_text(errors="replace").strip()
+        if text:
+            said.append(f"{err.name}: {text[-500:]}")
+    return " ... ".join(said)[-3000:]
+
+
+def _stop_head(process: subprocess.Popen[bytes], temp_dir: Path) -> None:
+    """Every process of a test head, at once: it holds nothing worth a graceful stop (5 s, then SIGKILL;
+    the newest's `ray start --block` takes over 20 s to stop its children on SIGTERM)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=5)
+    for pid in [*_processes_under(temp_dir), process.pid]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    process.wait()
