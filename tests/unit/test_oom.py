@@ -138,8 +138,8 @@ def test_a_rising_node_is_flagged_with_the_time_left() -> None:
     assert abs(memory.slope_bytes_per_s * 60 - GIB) < 0.05 * GIB
     assert memory.seconds_left is not None and 500 < memory.seconds_left < 620
     warning = memory.warning()
-    assert "of Ray's kill threshold 60.0 GiB (60%)" in warning and "+1.0 GiB/min" in warning
-    assert "left at this rate" in warning
+    assert warning.startswith("OOM risk: gpu-0000 at 50.5 GiB of 60.0 GiB, 9m") and "s left" in warning
+    assert warning.endswith(" (Ray kills at 60%), +1.0 GiB/min")
 
 
 def test_near_and_over_the_threshold_whatever_the_trend() -> None:
@@ -148,7 +148,8 @@ def test_near_and_over_the_threshold_whatever_the_trend() -> None:
     assert near.flag == "near" and near.slope_bytes_per_s is None
     assert near.threshold is not None and near.threshold.source == "Ray's default"
     over = watch.update([node_at(96 * GIB, 2.0)])[0]
-    assert over.flag == "over" and "over Ray's kill threshold" in over.warning()
+    assert over.flag == "over" and over.warning().startswith("OOM risk: gpu-0000 at 96.0 GiB, over 95.0 GiB")
+    assert over.warning().endswith("(Ray kills at 95%)")
     gone = watch.update([])  # a node that left: its readings go too
     assert gone == () and watch.flagged() == []
 

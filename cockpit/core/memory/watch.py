@@ -76,19 +76,22 @@ class NodeMemory:
         return float(self.used_bytes) / float(self.total_bytes)
 
     def warning(self) -> str:
-        """One line for the status bar (empty when not flagged); every figure with its unit."""
+        """One line for the status bar (empty when not flagged); every figure with its unit, the ones
+        that matter first (at 80 columns the end of the line is cut): `OOM risk: vm at 2.8 GiB of 3.6
+        GiB, 40s left (Ray kills at 15%), +2.3 GiB/min`."""
         if not self.flag or self.threshold is None or self.used_bytes is NA:
             return ""
         name = self.hostname or self.ip or self.node_id[:8]
         used = human_bytes(self.used_bytes)
-        limit = f"{human_bytes(self.threshold.bytes)} ({self.threshold.fraction:.0%})"
+        limit = human_bytes(self.threshold.bytes)
+        kills = f"(Ray kills at {self.threshold.fraction:.0%})"
         rate = ""
         if self.slope_bytes_per_s is not None and self.slope_bytes_per_s > 0:
             rate = f", +{human_bytes(self.slope_bytes_per_s * 60)}/min"
         if self.flag == "over":
-            return f"memory: {name} at {used}, over Ray's kill threshold {limit}{rate}"
-        left = f", {duration(self.seconds_left)} left at this rate" if self.seconds_left is not None else ""
-        return f"memory: {name} at {used} of Ray's kill threshold {limit}{rate}{left}"
+            return f"OOM risk: {name} at {used}, over {limit} {kills}{rate}"
+        left = f", {duration(self.seconds_left)} left" if self.seconds_left is not None else ""
+        return f"OOM risk: {name} at {used} of {limit}{left} {kills}{rate}"
 
 
 class MemoryWatch:
