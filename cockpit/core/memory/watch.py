@@ -105,6 +105,7 @@ class MemoryWatch:
         self.nodes: tuple[NodeMemory, ...] = ()
         self.by_node: dict[str, NodeMemory] = {}
         """The same, by node id."""
+        self._flagged: tuple[NodeMemory, ...] = ()
 
     def set_threshold(self, node_id: str, threshold: Threshold, cluster_wide: bool = False) -> None:
         """The threshold NODE_ID's raylet logged or a kill on it named (and, if CLUSTER_WIDE, the one to
@@ -145,6 +146,8 @@ class MemoryWatch:
             del self._readings[gone]
         self.nodes = tuple(out)
         self.by_node = {m.node_id: m for m in out}
+        # Sorted once per summary: the status bar asks on every state message (twice a second).
+        self._flagged = tuple(sorted((m for m in out if m.flag), key=_urgency))
         return self.nodes
 
     def _memory(self, node: NodeSnapshot, readings: deque[tuple[float, float]] | None) -> NodeMemory:
@@ -182,7 +185,7 @@ class MemoryWatch:
 
     def flagged(self) -> list[NodeMemory]:
         """Flagged nodes, the nearest to a kill first (over, then the least time or room left)."""
-        return sorted((n for n in self.nodes if n.flag), key=_urgency)
+        return list(self._flagged)
 
 
 def _urgency(node: NodeMemory) -> tuple[int, float]:
