@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from textual.widgets import DataTable, Input
 
@@ -68,12 +70,21 @@ async def test_launch_from_the_tui_runs_to_success_then_delete(ray_cluster: Clus
         await pilot.pause()
         preview = str(launcher.query_one("#preview-text").render())
         assert "cockpit.demo.trainer steps=4 step_seconds=0.2" in preview and "cluster shape" in preview
+        before = {j.key for j in (app.state.snapshot.jobs if app.state.snapshot else ())}
         await pilot.press("ctrl+s")
         await until(pilot, lambda: isinstance(app.screen, JobsScreen))
 
         def launched() -> list[str]:
             jobs = app.state.snapshot.jobs if app.state.snapshot else ()
-            return [j.key for j in jobs if j.metadata.get("cockpit_overrides") and j.key.startswith("demo-")]
+            # This launch's own: profile `demo` with these overrides (other tests launch `demo-hang-fast`
+            # and other demo profiles with overrides on the same session cluster, some still listed).
+            return [
+                j.key
+                for j in jobs
+                if j.key not in before
+                and j.metadata.get("cockpit_profile") == "demo"
+                and json.loads(j.metadata.get("cockpit_overrides") or "[]") == ["steps=4", "step_seconds=0.2"]
+            ]
 
         await until(pilot, launched, timeout=30)
         job_id = launched()[0]
