@@ -274,6 +274,7 @@ def test_the_installed_demo_runs_and_quits_clean(installed: Installed) -> None:
         assert screen.splitlines()[0].startswith(" 0 Cockpit · local (demo)")
         for title in ("Join progress", "Nodes", "GPUs", "Jobs", "Driver log", "Paused workers"):
             assert f"─ {title} ─" in screen, title
+        assert "▀▀" in screen  # the heatmap's cells (logical GPUs: no readings, still drawn)
         cluster = record.load(state)
         assert cluster is not None
         before = cluster_processes(cluster)

@@ -27,6 +27,10 @@ class Terminal:
     def type(self, *keys: str) -> None:
         self._tmux("send-keys", "-t", self.name, *keys)
 
+    def resize(self, width: int, height: int) -> None:
+        """Resize the terminal as a user dragging its window would (the program gets SIGWINCH)."""
+        self._tmux("resize-window", "-t", self.name, "-x", str(width), "-y", str(height))
+
     def screen(self) -> str:
         return self._tmux("capture-pane", "-p", "-t", self.name)
 

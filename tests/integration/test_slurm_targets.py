@@ -99,76 +99,6 @@ def test_slurm_up_runs_the_demo_to_succeeded(
     assert f"slurm job {job_id} (cockpit-demo) ended: COMPLETED" in ended.stderr
 
 
-def test_a_held_job_is_pending_then_joins_then_ends_when_cancelled(
-    slurm: SlurmCluster, env: dict[str, str], tmp_path: Path
-) -> None:
-    job_id = slurm_up(
-        env,
-        tmp_path,
-        *DEMO,
-        "--nodes",
-        "1",
-        "--gpus-per-node",
-        "2",
-        "--time",
-        "20",
-        "--job-name",
-        "held-grpo",
-        held=True,
-    )
-    try:
-        # By name: the newest job of that name. Slurm gives the hold as the reason once it looked at
-        # the job (`Reason=None` for a moment after the submit).
-        deadline = time.monotonic() + 60
-        while True:
-            pending = cockpit(env, "status", "slurm:held-grpo")
-            if "JobHeld" in pending.stderr or time.monotonic() > deadline:
-                break
-            time.sleep(1)
-        assert pending.returncode == 1
-        assert re.search(rf"slurm job {job_id} \(held-grpo\) PENDING: JobHeld(User|Admin)", pending.stderr), (
-            pending.stderr
-        )
-        waiting = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "cockpit.cli",
-                "wait",
-                f"slurm:{job_id}",
-                "--timeout",
-                "240",
-                "--ssh-config",
-                env["COCKPIT_TEST_SSH_CONFIG"],
-            ],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        # `wait` sees the job held first: its first line says so (read before the release).
-        first = waiting.stderr.readline() if waiting.stderr is not None else ""
-        slurm.release(job_id)
-        out, rest = waiting.communicate(timeout=300)
-        err = first + rest
-        assert waiting.returncode == 0, err
-        assert "PENDING: JobHeld" in err.splitlines()[0]
-        assert out.strip() == "ready: 1/1 nodes, 2/2 GPUs — ready"
-
-        running = cockpit(env, "status", f"slurm:{job_id}", "--json")
-        assert running.returncode == 0, running.stderr
-        doc = json.loads(running.stdout)
-        assert doc["slurm"]["state"] == "RUNNING" and doc["slurm"]["nodes"] == [slurm.node]
-        assert 0 < doc["slurm"]["seconds_left"] <= 20 * 60
-        assert doc["alive_nodes"] == 1 and doc["gpus"] == 2
-    finally:
-        slurm.cancel(job_id)
-    slurm.wait_state(job_id, "CANCELLED", timeout=120)
-    ended = cockpit(env, "wait", f"slurm:{job_id}", "--timeout", "30")
-    assert ended.returncode == 1  # no waiting for a job that is over
-    assert f"slurm job {job_id} (held-grpo) ended: CANCELLED" in ended.stderr
-
-
 def test_a_job_whose_head_never_starts_shows_its_output_and_why(
     slurm: SlurmCluster, env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -201,12 +131,18 @@ def test_an_unknown_job_is_one_line(env: dict[str, str]) -> None:
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
-def test_the_cockpit_follows_a_slurm_job_from_the_queue_to_its_end(
+def test_a_held_job_is_followed_from_the_queue_to_its_end_in_the_cockpit_and_by_wait(
     slurm: SlurmCluster, env: dict[str, str], tmp_path: Path
 ) -> None:
-    """In a real terminal: the held job's reason, then (released) the join and the running demo job with
-    the walltime counting down, then (scancel) the end, said once, with no retrying."""
-    job_id = slurm_up(env, tmp_path, *DEMO, "--nodes", "1", "--gpus-per-node", "2", "--time", "30", held=True)
+    """One held job (each costs a Ray start and a demo job): in a real terminal the cockpit shows the
+    held job's reason, then (released) the join and the running demo job with the walltime counting
+    down, then (scancel) the end, said once, with no retrying. Beside it, on the command line: `status`
+    by the job's name says it is held, `wait` (started while it is held) says so first and returns once
+    it joined, `status --json` gives the allocation, and after the cancel `wait` does not wait."""
+    job_id = slurm_up(
+        env, tmp_path, *DEMO, "--nodes", "1", "--gpus-per-node", "2", "--time", "30",
+        "--job-name", "held-grpo", held=True,
+    )  # fmt: skip
     term = Terminal(f"cockpit-slurm-{os.getpid()}", 120, 30)
     try:
         exports = " ".join(f"{k}={shlex.quote(env[k])}" for k in ("SLURM_CONF", "COCKPIT_STATE_DIR"))
@@ -215,22 +151,58 @@ def test_the_cockpit_follows_a_slurm_job_from_the_queue_to_its_end(
         command = f"{exports} {python} -m cockpit.cli connect slurm:{job_id} --ssh-config {config}"
         term.type(f"{command}; echo cockpit-exit=$?", "Enter")
         queued = term.wait_for(lambda s: "queued in Slurm" in s and "PENDING" in s, timeout=60)
-        assert re.search(r"QUEUED in Slurm: PENDING \(JobHeld(User|Admin)\)", queued)
         assert "will have 1 node(s) x 2 GPUs" in queued
+
+        # By name: the newest job of that name. Slurm gives the hold as the reason once it looked at
+        # the job (`Reason=None` for a moment after the submit).
+        deadline = time.monotonic() + 60
+        while True:
+            pending = cockpit(env, "status", "slurm:held-grpo")
+            if "JobHeld" in pending.stderr or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert pending.returncode == 1
+        assert re.search(rf"slurm job {job_id} \(held-grpo\) PENDING: JobHeld(User|Admin)", pending.stderr), (
+            pending.stderr
+        )
+        queued = term.wait_for(lambda s: re.search(r"PENDING \(JobHeld", s) is not None, timeout=30)
+        assert re.search(r"QUEUED in Slurm: PENDING \(JobHeld(User|Admin)\)", queued), queued
+        waiting = subprocess.Popen(
+            [
+                sys.executable, "-m", "cockpit.cli", "wait", f"slurm:{job_id}", "--timeout", "240",
+                "--ssh-config", env["COCKPIT_TEST_SSH_CONFIG"],
+            ],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        # `wait` sees the job held first: its first line says so (read before the release).
+        first = waiting.stderr.readline() if waiting.stderr is not None else ""
         slurm.release(job_id)
+        out, rest = waiting.communicate(timeout=300)
+        err = first + rest
+        assert waiting.returncode == 0, err
+        assert "PENDING: JobHeld" in err.splitlines()[0]
+        assert out.strip() == "ready: 1/1 nodes, 2/2 GPUs — ready"
+
+        running = cockpit(env, "status", f"slurm:{job_id}", "--json")
+        assert running.returncode == 0, running.stderr
+        doc = json.loads(running.stdout)
+        assert doc["slurm"]["state"] == "RUNNING" and doc["slurm"]["nodes"] == [slurm.node]
+        assert 0 < doc["slurm"]["seconds_left"] <= 30 * 60
+        assert doc["alive_nodes"] == 1 and doc["gpus"] == 2
+
         running = term.wait_for(lambda s: "READY" in s and "RUNNING" in s and "connected" in s, timeout=240)
         assert "Nodes    1/1" in running and "GPUs     2/2" in running
-        first = re.search(r"⏱ (\d+)m(\d+)s left \(slurm " + job_id + r"\)", running)
-        assert first, running
+        first_left = re.search(r"⏱ (\d+)m(\d+)s left \(slurm " + job_id + r"\)", running)
+        assert first_left, running
         later = term.wait_for(
             lambda s: (
-                (m := re.search(r"⏱ (\d+)m(\d+)s left", s)) is not None and m.groups() != first.groups()
+                (m := re.search(r"⏱ (\d+)m(\d+)s left", s)) is not None and m.groups() != first_left.groups()
             ),
             timeout=30,
         )
         minutes, seconds = re.search(r"⏱ (\d+)m(\d+)s left", later).groups()  # type: ignore[union-attr]
-        assert int(minutes) * 60 + int(seconds) < int(first.group(1)) * 60 + int(
-            first.group(2)
+        assert int(minutes) * 60 + int(seconds) < int(first_left.group(1)) * 60 + int(
+            first_left.group(2)
         )  # counting down
         slurm.cancel(job_id)
         ended = term.wait_for(lambda s: "Slurm job ended" in s and "CANCELLED" in s, timeout=180)
@@ -242,3 +214,7 @@ def test_the_cockpit_follows_a_slurm_job_from_the_queue_to_its_end(
     finally:
         term.close()
         slurm.cancel(job_id)
+    slurm.wait_state(job_id, "CANCELLED", timeout=120)
+    ended_wait = cockpit(env, "wait", f"slurm:{job_id}", "--timeout", "30")
+    assert ended_wait.returncode == 1  # no waiting for a job that is over
+    assert f"slurm job {job_id} (held-grpo) ended: CANCELLED" in ended_wait.stderr

@@ -138,7 +138,9 @@ async def test_the_tui_gives_up_on_a_wrong_token(
         await until(pilot, lambda: connection.detail != "", timeout=30)
         assert connection.phase == "unreachable"
         assert connection.detail == REJECTED + NOT_RETRYING
-        assert "not retrying" in str(app.screen.query_one(StatusBar).render())
+        # The status bar says it on its next repaint (the state changed first).
+        bar = app.screen.query_one(StatusBar)
+        await until(pilot, lambda: "not retrying" in str(bar.render()), timeout=10)
         wrong.write_text(token_file.read_text())  # fixed: r reads the token file again and connects
         await pilot.press("r")
         await until(pilot, lambda: connection.phase == "connected", timeout=30)
