@@ -11,6 +11,7 @@ from cockpit.cli.common import (
     add_connection_flags,
     connect_options,
     err,
+    follow_the_terminal_size,
     print_checklist,
     say,
     user_config,
@@ -100,5 +101,6 @@ def up(args: argparse.Namespace) -> int:
     from cockpit.ui.app import CockpitApp
 
     app = CockpitApp(parse_target(f"slurm:{job_id}"), connect_options(args, interactive=False))
+    follow_the_terminal_size()
     app.run()
     return app.return_code or EXIT_OK

@@ -50,19 +50,23 @@ def test_demo_at_80x24_then_resized_to_200x50_then_a_closed_terminal_stops_the_c
 ) -> None:
     """In a terminal of 80x24 with no layout chosen, the demo opens on the Cluster screen; key 0 shows the
     cockpit screen in the `default` layout, which keeps the join, every node row, the job and its driver
-    log in view, no line wider than the terminal. The terminal resized to 200x50: the same panes fill it,
-    the driver log moving on. Then the terminal is closed under the app, and it still stops the cluster
-    the demo started: nothing of ~1.5 GB is left running on a shared login node. A hangup sends SIGHUP
-    and SIGCONT to the program, in an order and at a moment nobody controls; here the SIGCONT lands while
-    the cluster is being stopped (Textual's driver kept a SIGCONT handler that then raised and cut the
-    teardown short), and then the terminal goes away for real (tmux killed: SIGHUP again, then every
+    log in view, no line wider than the terminal. The terminal resized to 200x50 (with COLUMNS=80 and
+    LINES=24 in the app's environment, which Textual would take over the real size): the same panes fill
+    it, the driver log moving on. Then the terminal is closed under the app, and it still stops the
+    cluster the demo started: nothing of ~1.5 GB is left running on a shared login node. A hangup sends
+    SIGHUP and SIGCONT to the program, in an order and at a moment nobody controls; here the SIGCONT lands
+    while the cluster is being stopped (Textual's driver kept a SIGCONT handler that then raised and cut
+    the teardown short), and then the terminal goes away for real (tmux killed: SIGHUP again, then every
     write fails with EIO)."""
     state = tmp_path / "state"
     term = Terminal(f"cockpit-demo-{os.getpid()}", 80, 24)
     before: list[int] = []
     try:
         python = shlex.quote(sys.executable)
-        term.type(f"COCKPIT_STATE_DIR={shlex.quote(str(state))} {python} -m cockpit.cli demo", "Enter")
+        # COLUMNS and LINES exported, as a shell or GNU readline may leave them: the app must follow the
+        # terminal's real size all the same when it is resized.
+        env = f"COCKPIT_STATE_DIR={shlex.quote(str(state))} COLUMNS=80 LINES=24"
+        term.type(f"{env} {python} -m cockpit.cli demo", "Enter")
         started = time.monotonic()
         text = term.wait_for(lambda s: "Nodes    3/3" in s and "RUNNING" in s and "demo-" in s, timeout=90)
         took = time.monotonic() - started
