@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from cockpit.core.jobs import profiles
-from tests.harness.cluster import FAST_HEALTH_CHECKS, ClusterHandle, running_cluster
+from tests.harness.cluster import FAST_HEALTH_CHECKS, QUIET_LOG_MONITORS, ClusterHandle, running_cluster
 from tests.harness.cpu_ledger import CpuLedger
 from tests.harness.cpu_ledger import start as ledger_start
 from tests.harness.properties import load_suite_profile
@@ -29,6 +29,8 @@ if TYPE_CHECKING:  # (the harness modules that import Ray or Textual load only w
     from tests.harness.sshd import SshServer
 
 load_suite_profile()
+for _name, _value in QUIET_LOG_MONITORS.items():  # every Ray the tests start, in any process or host
+    os.environ.setdefault(_name, _value)
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "ray-2.60-samples"
 """Dashboard responses captured from Ray 2.60 (../shared beside the checkout)."""
