@@ -154,13 +154,15 @@ async def test_an_oom_kill_is_warned_before_then_named_in_the_tui_and_the_cli(
             await pilot.press("3")  # the Actors screen (the status bar is on every screen)
             table = app.screen.query_one(ActorTableView)
 
-            def seen() -> float | None:
-                said = app.screen.query_one(StatusBar).memory
+            # Each warning with the moment the status bar took it (a poll from here would see it late on
+            # a busy machine: the next look can be seconds after the repaint).
+            def took(said: str) -> None:
                 if said and (not warnings or warnings[-1][1] != said):
                     warnings.append((time.time(), said))
-                return killed(cluster)
 
-            await until(pilot, seen, timeout=200)
+            bar = app.screen.query_one(StatusBar)
+            bar.watch(bar, "memory", took, init=True)
+            await until(pilot, lambda: killed(cluster), timeout=200)
             kill_time = killed(cluster)
             assert kill_time is not None
             assert warnings, "no memory warning on the status bar before the kill"

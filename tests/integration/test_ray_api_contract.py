@@ -457,8 +457,14 @@ def test_log_listing_reads_and_stream_per_version(workload: Workload) -> None:
         tail = await client.log_bytes(where, lines=5)
         assert 0 < len(tail.splitlines()) <= 5
         # Before any stream is cut: a Ray 2.47 log read right after a closed stream can fail with a bare 500.
-        with pytest.raises(NotFound):
-            await client.log_bytes([("node_id", workload.node_id), ("filename", "no-such.log")], lines=5)
+        missing = [("node_id", workload.node_id), ("filename", "no-such.log")]
+        for _ in range(3):  # Ray 2.44.1 once answered an empty 200 instead (one whole run of many)
+            try:
+                assert await client.log_bytes(missing, lines=5) == b"", "no bytes of a file that is not there"
+            except NotFound:
+                break
+        else:
+            pytest.fail("no NotFound for a file that is not there, in 3 reads")
         driver_file = [("node_id", workload.node_id), ("filename", f"job-driver-{workload.job.key}.log")]
         whole = b"".join([chunk async for chunk in client.read_log(driver_file)])
         assert whole == (workload.head.logs / f"job-driver-{workload.job.key}.log").read_bytes()
