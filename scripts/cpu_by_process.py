@@ -57,6 +57,12 @@ def kind_of(pid: str, name: str) -> str:
         return "ray worker " + name  # its class as Ray names it (the kernel keeps 15 characters)
     if name in BY_NAME:
         return name
+    if name.startswith("ray-dashboard-") or (
+        "multiprocessing.forkserver" in command and "ray.dashboard" in command
+    ):
+        return "dashboard modules (forkserver and its subprocesses)"
+    if "ray.util.client.server" in command:
+        return "ray client server"
     for key in BY_COMMAND_LINE:
         if key in command:
             return "ray worker (starting)" if key in ("default_worker.py", "setup_worker") else key

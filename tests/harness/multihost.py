@@ -499,13 +499,24 @@ class MultiHost:
 
     def restart_head(self, workers: bool = True) -> None:
         """The whole head killed and started again at the same address: a new Ray session (new GCS, no
-        jobs). WORKERS: also restart every worker's Ray node so it joins the new head (their raylets
-        would otherwise wait for the old GCS, then exit); waits until all are ALIVE."""
+        jobs). WORKERS: also restart every worker's Ray node so it joins the new head, one after the
+        other (several `ray start` at once on a busy 2-core machine miss Ray's startup wait), and wait
+        until all are ALIVE. Their raylets are stopped before the head starts again: `ray start --head`
+        refuses an address that a live raylet's command line names as its GCS (Ray's own check,
+        `find_gcs_addresses`), and theirs name the old head; nor should a raylet of the old session meet
+        the new GCS. Without WORKERS their raylets stay, as on a cluster whose head alone came back.
+        The head's start is tried a second time when a busy machine makes `ray start` time out."""
         self.kill_host(self.head)
-        self.start_host(self.head)
-        if workers and self.with_ray:
+        restart = workers and self.with_ray
+        if restart:
             for worker in self.workers:
                 self.stop_ray(worker)
+        try:
+            self.start_host(self.head)
+        except RuntimeError:
+            self.kill_host(self.head)
+            self.start_host(self.head)
+        if restart:
             self._start_workers()
             self.wait_nodes()
 

@@ -378,21 +378,6 @@ def reboot(cluster: MultiHost, host: Host) -> None:
         cluster.start_host(host)
 
 
-def restart_head(cluster: MultiHost) -> None:
-    """The head booted again (a new Ray session), then each worker host, one at a time, joining it.
-
-    The workers' raylets are stopped first: `ray start --head` refuses an address that a live raylet's
-    command line names as its GCS (Ray's own check, `find_gcs_addresses`), and theirs name the old head.
-    One worker at a time: on a busy 2-core machine, three `ray start` at once miss Ray's startup wait.
-    """
-    for worker in cluster.workers:
-        cluster.stop_ray(worker)
-    reboot(cluster, cluster.head)
-    for worker in cluster.workers:
-        reboot(cluster, worker)
-    cluster.wait_nodes()
-
-
 def beat_actor(cluster: MultiHost, ray_job: str, ip: str) -> dict[str, Any] | None:
     """The fault job's actor placed on IP, as `cockpit actors --json` lists it (None if not listed)."""
     done = run_cockpit("actors", cluster.target, *cluster.cli_args(), "--job", ray_job, "--json")
@@ -535,7 +520,7 @@ async def test_fault_dashboard_killed_then_the_whole_head_restarted(multihost: M
         head_line = one_line_error(await run_cli("status", *args, timeout=120))
         head_noticed = time.monotonic() - head_killed_at
         restarted_at = time.monotonic()
-        await asyncio.to_thread(restart_head, cluster)
+        await asyncio.to_thread(cluster.restart_head)
         back_at = time.monotonic()
         await wait_for(
             lambda: app.state.connection.phase == "connected"
