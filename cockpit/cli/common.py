@@ -35,21 +35,6 @@ EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 
 
-def follow_the_terminal_size() -> None:
-    """Before a full-screen app: drop COLUMNS and LINES from the environment when stdout is a terminal.
-
-    Textual (through `shutil.get_terminal_size`) takes them over the terminal's real size, on every
-    resize: a shell or a library that exported them (GNU readline does, bash's `checkwinsize` keeps them
-    up to date once they are) would freeze the screen at the size they say. What the app starts (Ray, a
-    debugger) has no use for them either."""
-    if not sys.stdout.isatty():
-        return
-    for name in ("COLUMNS", "LINES"):
-        os.environ.pop(name, None)
-        with contextlib.suppress(OSError):
-            os.unsetenv(name)
-
-
 @functools.lru_cache(maxsize=1)
 def user_config() -> Config:
     """The configuration of this command (`config.yaml` and `COCKPIT_*`), read once, at first use. The

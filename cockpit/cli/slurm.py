@@ -11,7 +11,6 @@ from cockpit.cli.common import (
     add_connection_flags,
     connect_options,
     err,
-    follow_the_terminal_size,
     print_checklist,
     say,
     user_config,
@@ -101,6 +100,5 @@ def up(args: argparse.Namespace) -> int:
     from cockpit.ui.app import CockpitApp
 
     app = CockpitApp(parse_target(f"slurm:{job_id}"), connect_options(args, interactive=False))
-    follow_the_terminal_size()
     app.run()
     return app.return_code or EXIT_OK

@@ -15,7 +15,6 @@ from cockpit.cli.common import (
     add_connect_options,
     connect_options,
     err,
-    follow_the_terminal_size,
     say,
     user_config,
 )
@@ -63,7 +62,6 @@ def connect(args: argparse.Namespace) -> int:
         layout=args.layout,
         config=settings,
     )
-    follow_the_terminal_size()
     app.run()
     return app.return_code or EXIT_OK
 
@@ -118,7 +116,6 @@ def demo(args: argparse.Namespace) -> int:
             # A closed terminal whose exit never ends still stops the cluster before the process ends.
             before_forced_exit=processes.down if stop_here else None,
         )
-        follow_the_terminal_size()
         app.run()
     finally:
         # Every way out comes here: q, Ctrl+C, SIGTERM, and a terminal closed under the app (SIGHUP, then

@@ -13,6 +13,7 @@ import contextlib
 import gc
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -334,6 +335,7 @@ class CockpitApp(App[int]):
                 signal.signal(sig, previous)
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
+        follow_the_terminal_size()
         try:
             return super().run(*args, **kwargs)
         finally:
@@ -463,3 +465,18 @@ class CockpitApp(App[int]):
             sections.append((f"This pane ({type(focused).__name__})", keys(focused)))
         sections.append(("Tables", [("↑ ↓ PgUp PgDn", "move the cursor"), ("Home End", "first / last row")]))
         self.push_screen(HelpScreen(sections))
+
+
+def follow_the_terminal_size() -> None:
+    """Before the app runs: drop COLUMNS and LINES from the environment when stdout is a terminal.
+
+    Textual (through `shutil.get_terminal_size`) takes them over the terminal's real size, on every
+    resize: a shell or a library that exported them (GNU readline does, bash's `checkwinsize` keeps them
+    up to date once they are) would freeze the screen at the size they say. What the app starts (Ray, a
+    debugger) has no use for them either."""
+    if not sys.stdout.isatty():
+        return
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
+        with contextlib.suppress(OSError):  # also where only C's environment has it (readline's)
+            os.unsetenv(name)
