@@ -2,7 +2,8 @@
 
 One module per command group holds its subparsers and their handlers (`cluster`: status, wait, local;
 `jobs`: submit, jobs, stop, logs; `actors`: actors, actors --pending; `debug`: paused workers and their
-console; `doctor`: stacks, watch; `metrics`: a job's training curves; `profiles`; `tui`: connect, demo;
+console; `doctor`: stacks, watch; `alerts`: alerts headless; `metrics`: a job's training curves;
+`profiles`; `tui`: connect, demo;
 `slurm`: slurm up; `check`: what will and will not work on a cluster; `gpu`: gpu-agent; `config`: config
 show, config keys; `completion`: the shell scripts, and the answers to a TAB); `common` holds the connect
 options, the prompts, `err` and the exit codes (0 ok, 1 failure with one line on stderr, 2 usage error,
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 
 from cockpit.cli import (
     actors,
+    alerts,
     check,
     cluster,
     completion,
@@ -47,6 +49,7 @@ GROUPS = (
     memory,
     debug,
     doctor,
+    alerts,
     metrics,
     slurm,
     gpu,

@@ -59,6 +59,22 @@ THEMES: Mapping[str, str] = {
 }
 """The `theme` names accepted and the Textual theme each stands for (`dark` and `light` are ours)."""
 
+ALERT_RULES = (
+    "job_failed",
+    "job_succeeded",
+    "oom",
+    "nan",
+    "node_dead",
+    "slurm_ended",
+    "hang",
+    "straggler",
+    "stuck",
+    "walltime",
+    "unreachable",
+)
+"""The alert rules' ids (`cockpit.core.alerts.rules.RULES` holds the rules; a test keeps the two equal)."""
+NOTIFY_STYLES = ("osc9", "osc777", "bell", "off")
+
 NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
 _KEY = r"[^\s,]+(,[^\s,]+)*"
 
@@ -155,6 +171,69 @@ FIELDS: tuple[Key, ...] = (
         env="COCKPIT_HANG_AFTER",
     ),
     Key(
+        "alerts.command",
+        Items(
+            Text(min_length=1), says="must be a list: the program and its arguments, e.g. [notify-send, ray]"
+        ),
+        "a program run once per alert with the alert as JSON on its stdin (a list: program, arguments)",
+        default=(),
+    ),
+    Key(
+        "alerts.command_timeout",
+        Number(1, 600, digits=True, says="must be a number of seconds from 1 to 600"),
+        "seconds the alert command may take before it is ended",
+        default=30.0,
+        env="COCKPIT_ALERTS_COMMAND_TIMEOUT",
+    ),
+    Key(
+        "alerts.notify",
+        Text(strip=True, choices=NOTIFY_STYLES, says="must be one of {choices}"),
+        "desktop notifications through the terminal: osc9, osc777, bell, off",
+        default="osc9",
+        env="COCKPIT_ALERTS_NOTIFY",
+    ),
+    Key(
+        "alerts.remind_every",
+        Duration(),
+        "a lasting alert (a hang, work stuck) is told again this often while it lasts",
+        default=1800.0,
+        env="COCKPIT_ALERTS_REMIND_EVERY",
+    ),
+    Key(
+        "alerts.pending_after",
+        Duration(),
+        "actors or placement groups pending this long make an alert (`stuck`)",
+        default=600.0,
+        env="COCKPIT_ALERTS_PENDING_AFTER",
+    ),
+    Key(
+        "alerts.walltime_under",
+        Duration(),
+        "a Slurm job's walltime left under this makes an alert (`walltime`)",
+        default=1800.0,
+        env="COCKPIT_ALERTS_WALLTIME_UNDER",
+    ),
+    Key(
+        "alerts.unreachable_after",
+        Duration(),
+        "`cockpit alerts` says a cluster cannot be seen once it lasted this long (`unreachable`)",
+        default=120.0,
+        env="COCKPIT_ALERTS_UNREACHABLE_AFTER",
+    ),
+    Key(
+        "alerts.off",
+        Items(Text(strip=True, choices=ALERT_RULES, says="{value} is not an alert rule ({choices})")),
+        "alert rules turned off, by id (e.g. [job_succeeded, straggler])",
+        default=(),
+    ),
+    Key(
+        "alerts.interval",
+        _SECONDS,
+        "seconds between `cockpit alerts`' looks at each target's jobs",
+        default=10.0,
+        env="COCKPIT_ALERTS_INTERVAL",
+    ),
+    Key(
         "profile_dirs",
         Directories(Text(strip=True, min_length=1), says="must be a list of directories"),
         "more directories of profiles, searched after ./profiles and the config dir's",
@@ -187,7 +266,10 @@ FIELDS: tuple[Key, ...] = (
 BY_NAME = {f.name: f for f in FIELDS}
 
 
-GROUP_DOCS = {"refresh": "how often the cockpit looks again, in seconds"}
+GROUP_DOCS = {
+    "refresh": "how often the cockpit looks again, in seconds",
+    "alerts": "what makes an alert and where alerts go (the TUI and `cockpit alerts`)",
+}
 
 
 def _arranged(fields: tuple[Key, ...]) -> Record:
@@ -251,6 +333,21 @@ class Refresh:
 
 
 @dataclass(frozen=True)
+class AlertSettings:
+    """The settings under `alerts:` (seconds for the durations)."""
+
+    command: tuple[str, ...] = ()
+    command_timeout: float = 30.0
+    notify: str = "osc9"
+    remind_every: float = 1800.0
+    pending_after: float = 600.0
+    walltime_under: float = 1800.0
+    unreachable_after: float = 120.0
+    off: frozenset[str] = frozenset()
+    interval: float = 10.0
+
+
+@dataclass(frozen=True)
 class Config:
     """The effective configuration: each field's value and where it came from."""
 
@@ -300,6 +397,21 @@ class Config:
     @property
     def hang_after(self) -> float:
         return float(self.values["hang_after"])
+
+    @property
+    def alerts(self) -> AlertSettings:
+        v = self.values
+        return AlertSettings(
+            command=tuple(v["alerts.command"]),
+            command_timeout=float(v["alerts.command_timeout"]),
+            notify=str(v["alerts.notify"]),
+            remind_every=float(v["alerts.remind_every"]),
+            pending_after=float(v["alerts.pending_after"]),
+            walltime_under=float(v["alerts.walltime_under"]),
+            unreachable_after=float(v["alerts.unreachable_after"]),
+            off=frozenset(v["alerts.off"]),
+            interval=float(v["alerts.interval"]),
+        )
 
     @property
     def profile_dirs(self) -> tuple[Path, ...]:

@@ -1,6 +1,7 @@
 """Provides what watching a running job for progress takes, shared by the hang feed and `cockpit watch`:
 the job's profile (its metadata names it) and policy, where the job runs (`JobPlace`: its nodes and its
-actors' roles), and the GPU readings of its nodes, as a whole and per role."""
+actors' roles), and the GPU readings of its nodes, as a whole and per role; and how its driver log
+prints metrics (`job_metrics_format`, which the metrics feed and `cockpit alerts` share)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from cockpit.core.actors.roles import RoleRules
     from cockpit.core.cluster.dashboard import DashboardClient
     from cockpit.core.jobs.profiles import Profile
+    from cockpit.core.metrics.lines import Format
 
 
 def job_profile(job: JobRow, *, profile_dirs: Sequence[Path] = ()) -> tuple[Profile | None, str]:
@@ -34,6 +36,20 @@ def job_profile(job: JobRow, *, profile_dirs: Sequence[Path] = ()) -> tuple[Prof
         return profiles.load(profiles.find(name, dirs=profile_dirs)), ""
     except (CockpitError, OSError, ValueError) as exc:
         return None, f"profile {name}: {exc}"
+
+
+def job_metrics_format(job: JobRow, profile_dirs: Sequence[Path] = ()) -> tuple[Format, str]:
+    """How JOB's driver log prints metrics: its profile's `metrics:` or framework (the profile looked up
+    with the config's PROFILE_DIRS), else `auto`; and one line when the profile could not say."""
+    from cockpit.core.metrics.lines import profile_format
+
+    profile, problem = job_profile(job, profile_dirs=profile_dirs)
+    if profile is None:
+        return "auto", problem
+    try:
+        return profile_format(profile.metrics, profile.framework), ""
+    except ValueError as exc:
+        return "auto", f"profile {profile.name}: metrics: {exc}"
 
 
 def job_policy(

@@ -288,7 +288,8 @@ class Profile:
     framework's."""
     metrics: str = ""
     """How the driver log prints metrics: a format name (`metrics.FORMATS`) or a regex with a `step` group
-    and a group per key (checked at load); empty: what `framework` prints (`metrics.job_format`)."""
+    and a group per key (checked at load); empty: what `framework` prints
+    (`doctor.progress.job_metrics_format`)."""
 
 
 def _line_of(node: yaml.Node | None, dotted: str) -> int:

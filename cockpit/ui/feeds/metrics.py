@@ -18,10 +18,10 @@ import functools
 import time
 from typing import TYPE_CHECKING
 
-from cockpit.core.doctor.progress import job_profile
+from cockpit.core.doctor.progress import job_metrics_format
 from cockpit.core.errors import CockpitError
 from cockpit.core.logs.sources import LogSource, LogTail
-from cockpit.core.metrics.lines import MetricsParser, format_label, profile_format
+from cockpit.core.metrics.lines import MetricsParser, format_label
 from cockpit.core.metrics.series import SeriesStore
 from cockpit.core.snapshots import job_to_show, newest_running
 from cockpit.ui.feeds import ConnectedFeed, start_worker
@@ -29,14 +29,12 @@ from cockpit.ui.feeds.driver_logs import START
 from cockpit.ui.state import CockpitState, StateChanged
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Sequence
-    from pathlib import Path
+    from collections.abc import Awaitable, Callable
 
     from textual.app import App
     from textual.worker import Worker
 
     from cockpit.core.connect.connection import Connection
-    from cockpit.core.metrics.lines import Format
     from cockpit.core.snapshots import JobRow
     from cockpit.ui.feeds.driver_logs import DriverLogs, LogReader
 
@@ -45,18 +43,6 @@ RETRY_SECONDS = 10.0
 MAX_POINTS = 4096
 MAX_KEYS = 512
 """The UI's caps (smaller than the command line's): at most 512 keys x 4,096 points, 32 MiB."""
-
-
-def job_format(job: JobRow, profile_dirs: Sequence[Path] = ()) -> tuple[Format, str]:
-    """How JOB's driver log prints metrics: its profile's `metrics:` or framework (the profile looked up
-    with the config's PROFILE_DIRS), else `auto`."""
-    profile, problem = job_profile(job, profile_dirs=profile_dirs)
-    if profile is None:
-        return "auto", problem
-    try:
-        return profile_format(profile.metrics, profile.framework), ""
-    except ValueError as exc:
-        return "auto", f"profile {profile.name}: metrics: {exc}"
 
 
 class MetricsFeed(ConnectedFeed):
@@ -150,7 +136,7 @@ class MetricsFeed(ConnectedFeed):
     async def _read(self, job: JobRow, compared: bool) -> None:
         """The job's driver log: the whole file, then (while the job runs) what is written next."""
         view = self.state.metrics
-        form, problem = await asyncio.to_thread(job_format, job, self.state.config.profile_dirs)
+        form, problem = await asyncio.to_thread(job_metrics_format, job, self.state.config.profile_dirs)
         store = SeriesStore(max_points=MAX_POINTS, max_keys=MAX_KEYS)
         parser = MetricsParser(form)
         if compared:

@@ -1,0 +1,237 @@
+"""The alert rules, their bookkeeping (each event once, a condition told, reminded, resolved) and where
+alerts go (JSON, the terminal's notification sequences, the user's command): pure functions, real
+subprocesses for the command."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cockpit.core.alerts.book import AlertBook
+from cockpit.core.alerts.rules import RULES, Finding, Observation, Thresholds, findings, looked_at
+from cockpit.core.alerts.send import CommandSink, json_line, notification
+from cockpit.core.config.settings import ALERT_RULES
+from cockpit.core.doctor.hang import Verdict
+from cockpit.core.metrics.series import NonFinite
+from cockpit.core.slurm.queue import SlurmJob
+from cockpit.core.snapshots import JobRow, NodeSnapshot
+
+
+def job(key: str, status: str, message: str = "") -> JobRow:
+    return JobRow(key, "", "SUBMISSION", status, "python x.py", message, 1.0, 2.0, driver_node_id="n1")
+
+
+def verdict(hung: bool, straggler: str = "") -> Verdict:
+    return Verdict(hung, 30.0, "no progress for 30s · no GPU readings" if hung else "", straggler, "", None)
+
+
+def test_the_config_names_every_rule_and_only_them() -> None:
+    assert set(ALERT_RULES) == set(RULES)
+
+
+def test_each_rule_finds_what_it_is_for_and_names_the_job_node_or_step() -> None:
+    dead = NodeSnapshot(
+        "ab" * 14, "10.0.0.7", "gpu-07", False, "DEAD", "health check failed", None, 5.0, 8, 8
+    )
+    seen = Observation(
+        jobs=[
+            job("raysubmit_ok", "SUCCEEDED"),
+            job("raysubmit_bad", "FAILED", "Job entrypoint command failed with exit code 3\nTraceback ..."),
+            job(
+                "raysubmit_oom",
+                "FAILED",
+                "1 Workers (tasks / actors) killed due to the node running low on memory.",
+            ),
+            job("raysubmit_run", "RUNNING"),
+        ],
+        nodes=[dead],
+        hangs={"raysubmit_run": verdict(True), "raysubmit_two": verdict(False, "straggler? rollout idle")},
+        nonfinite={"raysubmit_run": [NonFinite("loss", 812, float("nan"), 812, 1, True)]},
+        slurm=SlurmJob("77", state="RUNNING", time_limit=3600.0, end_time=1000.0 + 600.0),
+        now=1000.0,
+    )
+    found = {(f.rule, f.subject): f for f in findings(seen)}
+    assert found[("job_succeeded", "raysubmit_ok")].message == "job raysubmit_ok SUCCEEDED"
+    assert found[("job_failed", "raysubmit_bad")].message == (
+        "job raysubmit_bad FAILED: Job entrypoint command failed with exit code 3"
+    )
+    assert "OOM (Ray memory monitor)" in found[("oom", "raysubmit_oom")].message
+    assert ("oom", "raysubmit_bad") not in found
+    assert found[("node_dead", dead.node_id)].message.startswith(
+        "node gpu-07 (abababab) is DEAD: health check"
+    )
+    assert found[("hang", "raysubmit_run")].message.startswith("raysubmit_run: no progress for 30s")
+    assert found[("straggler", "raysubmit_two")].message == "raysubmit_two: straggler? rollout idle"
+    nan = found[("nan", "raysubmit_run/loss")]
+    assert (nan.message, nan.step, nan.job) == (
+        "raysubmit_run: loss went nan at step 812",
+        812,
+        "raysubmit_run",
+    )
+    assert "reaches its time limit in 10m00s" in found[("walltime", "77")].message
+    assert not any(f.rule == "job_failed" and f.subject == "raysubmit_run" for f in found.values())
+    off = findings(seen, Thresholds(off=frozenset({"job_succeeded", "hang"})))
+    assert not any(f.rule in ("job_succeeded", "hang") for f in off)
+
+
+def test_cluster_text_cannot_break_the_line_and_a_long_message_is_cut() -> None:
+    hostile = job("raysubmit_x", "FAILED", "\x1b[31mred\x1b]9;pwned\x07 [bold]x[/bold]" + "y" * 5000)
+    (failed,) = [f for f in findings(Observation(jobs=[hostile])) if f.rule == "job_failed"]
+    assert "\x1b" not in failed.message and "\x07" not in failed.message
+    assert len(failed.message) <= 300 and failed.message.endswith("…")
+
+
+def test_an_event_is_told_once_and_what_was_over_before_the_watch_is_not_told() -> None:
+    book = AlertBook("local")
+    old = Observation(jobs=[job("old", "FAILED")], now=100.0)
+    assert book.update(findings(old), 100.0, looked_at(old)) == []  # the baseline
+    seen = Observation(jobs=[job("old", "FAILED"), job("new", "FAILED")], now=110.0)
+    (alert,) = book.update(findings(seen), 110.0, looked_at(seen))
+    assert (alert.rule, alert.job, alert.state, alert.severity) == ("job_failed", "new", "firing", "error")
+    assert book.update(findings(seen), 120.0, looked_at(seen)) == []
+
+
+def test_a_rule_first_looked_at_later_still_has_its_baseline() -> None:
+    """A Slurm target is looked at (its queue) before its cluster: the cluster's first jobs are a baseline."""
+    book = AlertBook("slurm:77")
+    queued = Observation(slurm=SlurmJob("77", state="PENDING"), now=1.0)
+    assert book.update(findings(queued), 1.0, looked_at(queued)) == []
+    running = Observation(jobs=[job("yesterday", "FAILED")], slurm=SlurmJob("77", state="RUNNING"), now=2.0)
+    assert book.update(findings(running), 2.0, looked_at(running)) == []
+
+
+def test_a_condition_is_told_reminded_and_resolved_and_a_new_one_is_a_new_alert() -> None:
+    book = AlertBook("local", remind_every=600.0)
+    hung = Observation(jobs=[job("j", "RUNNING")], hangs={"j": verdict(True)})
+    calm = Observation(jobs=[job("j", "RUNNING")], hangs={"j": verdict(False)})
+    told = book.update(findings(hung), 0.0, looked_at(hung))
+    assert [(a.rule, a.state) for a in told] == [("hang", "firing")]
+    assert book.update(findings(hung), 300.0, looked_at(hung)) == []
+    (reminder,) = book.update(findings(hung), 600.0, looked_at(hung))
+    assert (reminder.state, reminder.id, reminder.since) == ("reminder", told[0].id, 0.0)
+    assert [a.id for a in book.open] == [told[0].id]
+    (resolved,) = book.update(findings(calm), 700.0, looked_at(calm))
+    assert (resolved.state, resolved.id, resolved.severity) == ("resolved", told[0].id, "info")
+    assert resolved.line.startswith("✔ resolved: local: j: no progress")
+    assert book.open == []
+    (again,) = book.update(findings(hung), 800.0, looked_at(hung))
+    assert again.state == "firing" and again.id != told[0].id and again.number == 2
+
+
+def test_a_condition_with_a_threshold_waits_for_it_and_a_blind_look_resolves_nothing() -> None:
+    book = AlertBook("local")
+    limits = Thresholds(unreachable_after=120.0)
+    away = Observation(unreachable="connection refused")
+    assert book.update(findings(away, limits), 0.0, looked_at(away)) == []
+    (alert,) = book.update(findings(away, limits), 130.0, looked_at(away))
+    assert alert.rule == "unreachable" and alert.since == 0.0
+    hung = Observation(jobs=[], hangs={"j": verdict(True)})
+    seen = book.update(findings(hung, limits), 140.0, looked_at(hung))
+    assert [(a.rule, a.state) for a in seen] == [("hang", "firing"), ("unreachable", "resolved")]
+    # The cluster gone again: the hang is not seen, and not resolved either (nothing was looked at).
+    assert book.update(findings(away, limits), 150.0, looked_at(away)) == []
+    assert [a.rule for a in book.open] == ["hang"]
+
+
+def test_the_json_of_an_alert_has_every_field_a_script_needs() -> None:
+    book = AlertBook("local")
+    book.update([], 0.0)
+    nan = Observation(jobs=[], nonfinite={"raysubmit_a": [NonFinite("loss", 4, float("inf"), 4, 1, True)]})
+    (alert,) = book.update(findings(nan), 1_700_000_000.0, looked_at(nan))
+    data = json.loads(json_line(alert))
+    assert data == {
+        "id": "local|nan|raysubmit_a/loss|1",
+        "target": "local",
+        "rule": "nan",
+        "severity": "error",
+        "state": "firing",
+        "message": "raysubmit_a: loss went inf at step 4",
+        "job": "raysubmit_a",
+        "node": None,
+        "step": 4,
+        "since": "2023-11-14T22:13:20Z",
+        "time": "2023-11-14T22:13:20Z",
+    }
+
+
+def _alert(message: str):  # type: ignore[no-untyped-def]
+    book = AlertBook("local")
+    book.update([], 0.0)
+    (alert,) = book.update([Finding("job_failed", "j", message, job="j")], 1.0)
+    return alert
+
+
+def test_the_notification_sequences_of_each_style_inside_and_outside_tmux() -> None:
+    alert = _alert("job j FAILED")
+    assert notification(alert, "osc9") == "\x1b]9;ray-cockpit: ✖ local: job j FAILED\x07\a"
+    assert notification(alert, "osc777") == "\x1b]777;notify;ray-cockpit;✖ local: job j FAILED\x1b\\\a"
+    wrapped = notification(alert, "osc9", tmux=True)
+    assert wrapped == "\x1bPtmux;\x1b\x1b]9;ray-cockpit: ✖ local: job j FAILED\x07\x1b\\\a"
+    assert notification(alert, "osc9", tmux=False) == "\a"  # tmux that does not pass them: the bell
+    assert notification(alert, "bell") == "\a" and notification(alert, "off") == ""
+
+
+@given(st.text(max_size=400))
+def test_no_cluster_text_ends_the_sequence_early_or_starts_another(text: str) -> None:
+    for style in ("osc9", "osc777"):
+        out = notification(_alert(text), style)  # type: ignore[arg-type]
+        body = out[len("\x1b]9;") : -2] if style == "osc9" else out[len("\x1b]777;notify;") : -3]
+        assert "\x1b" not in body and "\x07" not in body and "\x9c" not in body
+        if style == "osc777":
+            assert body.count(";") == 1  # only the one between the title and the text
+
+
+async def test_the_command_gets_each_alert_once_as_json_and_its_failures_are_one_line(tmp_path: Path) -> None:
+    out = tmp_path / "got.jsonl"
+    script = tmp_path / "take.py"
+    script.write_text(
+        "import json, sys\n"
+        "data = sys.stdin.read()\n"
+        f"open({str(out)!r}, 'a').write(data)\n"
+        "sys.exit(4 if json.loads(data)['job'] == 'bad' else 0)\n"
+    )
+    said: list[str] = []
+    sink = CommandSink([sys.executable, str(script)], report=said.append, timeout=20)
+    good, bad = _alert("job ok FAILED"), AlertBook("local")
+    bad.update([], 0.0)
+    (bad_alert,) = bad.update([Finding("job_failed", "bad", "job bad FAILED", job="bad")], 1.0)
+    for alert in (good, good, bad_alert):
+        sink.send(alert)
+    await sink.idle()
+    await sink.close()
+    got = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [g["job"] for g in got] == ["j", "bad"]
+    assert got[0] == json.loads(json_line(good))
+    assert said == [f"alerts.command {Path(sys.executable).name} exited 4 for {bad_alert.id}"]
+    assert (sink.ran, sink.failed) == (2, 1)
+
+
+async def test_a_missing_program_and_a_slow_one_are_reported_and_the_slow_one_ended(tmp_path: Path) -> None:
+    said: list[str] = []
+    missing = CommandSink([str(tmp_path / "nope")], report=said.append)
+    missing.send(_alert("x"))
+    await missing.idle()
+    assert said and said[0].startswith("alerts.command nope could not start")
+    pid_file = tmp_path / "pid"
+    slow = CommandSink(
+        ["sh", "-c", f"echo $$ > {pid_file}; sleep 300 & wait"], report=said.append, timeout=1.0, grace=1.0
+    )
+    slow.send(_alert("y"))
+    await slow.idle()
+    assert said[-1].startswith("alerts.command sh took more than 1 s for local|job_failed|j|1: ended")
+    pid = int(pid_file.read_text())
+    await asyncio.sleep(0.1)
+    assert not Path(f"/proc/{pid}").exists() or "zombie" in _state(pid)
+    await slow.close()
+
+
+def _state(pid: int) -> str:
+    try:
+        return (Path(f"/proc/{pid}/status").read_text().split("State:")[1].split("\n")[0]).lower()
+    except (OSError, IndexError):
+        return "zombie"
