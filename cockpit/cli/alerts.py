@@ -45,6 +45,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--json", action="store_true", help="one JSON object per alert on stdout")
     p.add_argument(
         "--command",
+        dest="alert_command",  # not `command`: the subcommand's own name lives there
         metavar="CMD",
         help="run CMD once per alert with the alert's JSON on stdin (split like a shell would; "
         "default: `alerts.command` in config)",
@@ -74,9 +75,9 @@ def alerts(args: argparse.Namespace) -> int:
     settings = config.alerts
     targets = [parse_target(raw) for raw in dict.fromkeys(args.targets)]
     command = tuple(settings.command)
-    if args.command is not None:
+    if args.alert_command is not None:
         try:
-            command = tuple(shlex.split(args.command))
+            command = tuple(shlex.split(args.alert_command))
         except ValueError as exc:
             raise CockpitError(f"--command: {exc}") from None
         if not command:

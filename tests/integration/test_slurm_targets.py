@@ -9,6 +9,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -138,12 +139,28 @@ def test_a_held_job_is_followed_from_the_queue_to_its_end_in_the_cockpit_and_by_
     held job's reason, then (released) the join and the running demo job with the walltime counting
     down, then (scancel) the end, said once, with no retrying. Beside it, on the command line: `status`
     by the job's name says it is held, `wait` (started while it is held) says so first and returns once
-    it joined, `status --json` gives the allocation, and after the cancel `wait` does not wait."""
+    it joined, `status --json` gives the allocation, and after the cancel `wait` does not wait.
+
+    And one `cockpit alerts` process watches two targets all along: this Slurm job (its walltime under
+    the threshold once it runs, its end) and `local`, where no cluster runs here (out of reach, said once
+    it lasted)."""
     job_id = slurm_up(
         env, tmp_path, *DEMO, "--nodes", "1", "--gpus-per-node", "2", "--time", "30",
         "--job-name", "held-grpo", held=True,
     )  # fmt: skip
     term = Terminal(f"cockpit-slurm-{os.getpid()}", 120, 30)
+    alerts_out = (tmp_path / "alerts.out").open("w+")
+    alerts = subprocess.Popen(
+        [
+            sys.executable, "-m", "cockpit.cli", "alerts", f"slurm:{job_id}", "local", "--json",
+            "--ssh-config", env["COCKPIT_TEST_SSH_CONFIG"],
+        ],
+        env={
+            **env, "COCKPIT_ALERTS_INTERVAL": "1", "COCKPIT_ALERTS_WALLTIME_UNDER": "1h",
+            "COCKPIT_ALERTS_UNREACHABLE_AFTER": "3s", "COCKPIT_ALERTS_NOTIFY": "off",
+        },
+        stdin=subprocess.DEVNULL, stdout=alerts_out, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
     try:
         exports = " ".join(f"{k}={shlex.quote(env[k])}" for k in ("SLURM_CONF", "COCKPIT_STATE_DIR"))
         config = shlex.quote(env["COCKPIT_TEST_SSH_CONFIG"])
@@ -211,10 +228,41 @@ def test_a_held_job_is_followed_from_the_queue_to_its_end_in_the_cockpit_and_by_
         assert "Slurm job ended" in term.screen().splitlines()[0]
         term.type("q")
         term.wait_for(lambda s: "cockpit-exit=0" in s, timeout=30)
+        told = _wait_for_alerts(alerts_out, {(f"slurm:{job_id}", "slurm_ended"), ("local", "unreachable")})
+        alerts.send_signal(signal.SIGTERM)
+        _, said = alerts.communicate(timeout=30)
+        assert alerts.returncode == 0, said
+        firing = sorted((a["target"], a["rule"]) for a in told if a["state"] == "firing")
+        assert firing == sorted(
+            [(f"slurm:{job_id}", "walltime"), (f"slurm:{job_id}", "slurm_ended"), ("local", "unreachable")]
+        ), told
+        ended_alert = next(a for a in told if a["rule"] == "slurm_ended")
+        assert ended_alert["message"].startswith(f"slurm job {job_id} (held-grpo) ended: CANCELLED"), told
+        assert "no local cluster is running" in next(a for a in told if a["target"] == "local")["message"]
+        # The walltime ends with the job: resolved, once.
+        assert [a["state"] for a in told if a["rule"] == "walltime"] == ["firing", "resolved"], told
     finally:
         term.close()
         slurm.cancel(job_id)
+        if alerts.poll() is None:
+            alerts.kill()
+            alerts.communicate()
+        alerts_out.close()
     slurm.wait_state(job_id, "CANCELLED", timeout=120)
     ended_wait = cockpit(env, "wait", f"slurm:{job_id}", "--timeout", "30")
     assert ended_wait.returncode == 1  # no waiting for a job that is over
     assert f"slurm job {job_id} (held-grpo) ended: CANCELLED" in ended_wait.stderr
+
+
+def _wait_for_alerts(out, wanted: set[tuple[str, str]], timeout: float = 120) -> list[dict]:  # type: ignore[no-untyped-def,type-arg]
+    """The JSON alerts `cockpit alerts` printed, once those of WANTED (target, rule) are all there."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out.seek(0)
+        told = [json.loads(line) for line in out.read().splitlines() if line.startswith("{")]
+        if wanted <= {(a["target"], a["rule"]) for a in told}:
+            time.sleep(2)  # two more looks: nothing is told twice
+            out.seek(0)
+            return [json.loads(line) for line in out.read().splitlines() if line.startswith("{")]
+        assert time.monotonic() < deadline, f"waited {timeout:.0f} s for {sorted(wanted)}; told: {told}"
+        time.sleep(0.5)

@@ -235,3 +235,22 @@ def _state(pid: int) -> str:
         return (Path(f"/proc/{pid}/status").read_text().split("State:")[1].split("\n")[0]).lower()
     except (OSError, IndexError):
         return "zombie"
+
+
+def test_the_command_line_keeps_its_subcommand_and_bad_flags_are_one_line(capsys) -> None:  # type: ignore[no-untyped-def]
+    from cockpit.cli import build_parser, main
+
+    args = build_parser().parse_args(["alerts", "local", "slurm:7", "--command", "notify-send 'ray run'"])
+    assert (args.command, args.targets, args.alert_command) == (
+        "alerts",
+        ["local", "slurm:7"],
+        "notify-send 'ray run'",
+    )
+    for flags, says in (
+        (["--command", "  "], "cockpit: --command is empty"),
+        (["--command", "'unclosed"], "cockpit: --command: No closing quotation"),
+        (["--hang-after", "soon"], "cockpit: --hang-after: "),
+    ):
+        assert main(["alerts", "local", *flags]) == 1
+        lines = capsys.readouterr().err.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(says), lines

@@ -8,7 +8,8 @@ gets the hang watch `cockpit watch` and the TUI use (`HangWatch`, its policy fro
 and a metrics parser, fed by one stream of its driver log; when the job ends, the rest of its log is
 read to its end (a NaN printed just before the exit is not missed), and a job that began and ended
 between two looks has the last `ENDED_LINES` lines of its log read once. A `slurm:` target's job is
-looked up every `SLURM_EVERY` seconds (walltime, its end), and its cluster watched while it runs.
+looked up every `interval` while it waits or starts, every `SLURM_EVERY` seconds while its cluster runs
+(walltime, its end), and its cluster watched while it runs.
 
 A target that cannot be reached is tried again (5 s, doubling to a minute): a cluster not started yet,
 a head restarted, a dropped SSH link all mend by themselves, and `unreachable` says so once it lasted.
@@ -129,7 +130,7 @@ class TargetWatch:
                     if self.target.kind == "slurm" and not await self._slurm_running():
                         if self._slurm is not None and self._slurm.ended:
                             return
-                        await asyncio.sleep(min(SLURM_EVERY, 30.0))
+                        await asyncio.sleep(self.settings.interval)  # one squeue-sized look
                         continue
                     async with open_connection(self.target, self.options) as connection:
                         self.state = "watching"
