@@ -36,6 +36,7 @@ from cockpit.core.errors import CockpitError
 from cockpit.core.targets import Target
 from cockpit.ui.commands import CockpitCommands
 from cockpit.ui.feeds.actors import ActorsFeed
+from cockpit.ui.feeds.alerts import AlertFeed
 from cockpit.ui.feeds.cluster import ClusterFeed
 from cockpit.ui.feeds.driver_logs import DriverLogs
 from cockpit.ui.feeds.gpus import GpuFeed
@@ -177,6 +178,8 @@ class CockpitApp(App[int]):
         """Each job's driver log, one stream whoever reads it (the hang watch, the curves, the panes)."""
         self.hang_feed = HangFeed(self, self.state, self.cluster_feed.connection, self.driver_logs)
         self.metrics_feed = MetricsFeed(self, self.state, self.cluster_feed.connection, self.driver_logs)
+        self.alert_feed = AlertFeed(self, self.state)
+        """The alert rules on what the feeds polled: desktop notifications and `alerts.command`."""
         self._signals: dict[int, Any] = {}
         """Handlers replaced while the app runs (SIGHUP, SIGTERM), put back when it ends."""
         self._job_control = {sig: signal.getsignal(sig) for sig in JOB_CONTROL}
@@ -251,6 +254,7 @@ class CockpitApp(App[int]):
         self.hang_feed.stop()
         self.metrics_feed.stop()
         self.driver_logs.stop()
+        await self.alert_feed.stop()
         await self._leave_held_session()
         for _label, _port, close in self.state.paused.forwards:
             close()
@@ -359,6 +363,7 @@ class CockpitApp(App[int]):
         if "snapshot" in message.topics and not self.offline:
             self.actors_feed.watch()
             self.metrics_feed.watch()
+            self.alert_feed.after_poll()
 
     @on(ScreenShown)
     def _screen_shown(self, message: ScreenShown) -> None:

@@ -1,6 +1,7 @@
 """`cockpit alerts` on the real session cluster: a failing job, a job whose loss goes NaN, and a job that
 hangs, each told exactly once (on stdout as JSON and to a real command with the same JSON), and SIGTERM
-while that command still runs leaves no process behind.
+while that command still runs leaves no process behind. Beside it, the TUI in a pseudo-terminal writes
+the desktop notification (OSC 9) of the same failed job.
 
 Three small jobs of a few lines of Python (no actors: about 5 CPU-s each), one `cockpit alerts` process
 looking every second (`COCKPIT_ALERTS_INTERVAL`), the hang after 6 s (`--hang-after`).
@@ -65,8 +66,10 @@ def test_three_jobs_give_one_alert_each_on_stdout_and_to_the_command_and_sigterm
             stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env,
         )  # fmt: skip
     ids: dict[str, str] = {}
+    tui = PtyApp(["connect", "local"], env={**os.environ, "COCKPIT_ALERTS_NOTIFY": "osc9"})
     try:
         _wait(lambda: "local: watching" in stderr.read_text(), 60, "the watch to start", stderr)
+        _wait(lambda: b"connected" in tui.output(), 60, "the TUI to connect")
         ids = asyncio.run(_submit(ray_cluster))
         wanted = {("job_failed", ids["fail"]), ("nan", ids["nan"]), ("hang", ids["hang"])}
 
@@ -104,11 +107,74 @@ def test_three_jobs_give_one_alert_each_on_stdout_and_to_the_command_and_sigterm
         assert proc.wait(timeout=30) == 0, stderr.read_text()
         _wait(lambda: not any(_alive(pid) for pid in family), 10, f"its processes to end: {_named(family)}")
         assert "stopped" in stderr.read_text()
+
+        # The TUI told the same failure to the desktop, through the terminal: OSC 9, text only.
+        osc9 = f"\x1b]9;ray-cockpit: ✖ local: job {ids['fail']} FAILED: ".encode()
+        _wait(lambda: osc9 in tui.output(), 30, "the TUI's OSC 9 notification")
+        assert tui.output().count(osc9) == 1
+        tui.write(b"q")
+        assert tui.wait(30) == 0
     finally:
+        tui.close()
         if proc.poll() is None:
             proc.kill()
             proc.wait()
         asyncio.run(_stop(ray_cluster, ids.values()))
+
+
+class PtyApp:
+    """`python -m cockpit.cli ARGS` on a pseudo-terminal of 120x40 (no tmux between: its raw bytes are
+    read as a terminal emulator would get them)."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        import fcntl
+        import pty
+        import struct
+        import termios
+        import threading
+
+        self.parent, child = pty.openpty()
+        fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+        env = {k: v for k, v in env.items() if k not in ("COLUMNS", "LINES", "TMUX")}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "cockpit.cli", *args],
+            stdin=child, stdout=child, stderr=child, env={**env, "TERM": "xterm-256color"},
+            start_new_session=True,
+        )  # fmt: skip
+        os.close(child)
+        self._bytes = bytearray()
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = os.read(self.parent, 65536)
+            except OSError:  # EIO: the app ended and closed its side
+                return
+            if not data:
+                return
+            with self._lock:
+                self._bytes += data
+
+    def output(self) -> bytes:
+        with self._lock:
+            return bytes(self._bytes)
+
+    def write(self, data: bytes) -> None:
+        os.write(self.parent, data)
+
+    def wait(self, timeout: float) -> int:
+        return self.process.wait(timeout=timeout)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self._reader.join(timeout=5)
+        with contextlib.suppress(OSError):
+            os.close(self.parent)
 
 
 def _named(pids: list[int]) -> dict[int, str]:

@@ -62,9 +62,10 @@ def tmux_passthrough() -> bool | None:
     return done.stdout.strip() in ("on", "all")
 
 
-def notification(alert: Alert, style: Style = "osc9", tmux: bool | None = None) -> str:
+def notification(alert: Alert, style: Style = "osc9", tmux: bool | None = None, bell: bool = True) -> str:
     """The characters that make the terminal notify ALERT (empty for `off`). TMUX: inside tmux, whether
-    it passes sequences through (`tmux_passthrough`); when it does not, the bell is all that goes."""
+    it passes sequences through (`tmux_passthrough`); when it does not, the bell is all that goes. BELL:
+    the bell after the sequence too (the TUI rings its own)."""
     if style == "off":
         return ""
     if style == "bell" or tmux is False:
@@ -76,7 +77,7 @@ def notification(alert: Alert, style: Style = "osc9", tmux: bool | None = None) 
     sequence = f"\x1b]777;notify;{title};{body}\x1b\\" if style == "osc777" else osc9
     if tmux:
         sequence = "\x1bPtmux;" + sequence.replace("\x1b", "\x1b\x1b") + "\x1b\\"
-    return sequence + "\a"
+    return sequence + ("\a" if bell else "")
 
 
 def _plain(text: str) -> str:
