@@ -35,6 +35,7 @@ from cockpit.cli import (
     memory,
     metrics,
     profiles,
+    runs,
     slurm,
     tui,
 )
@@ -42,6 +43,7 @@ from cockpit.cli.common import EXIT_BROKEN_PIPE, EXIT_FAIL, EXIT_INTERRUPTED, EX
 
 GROUPS = (
     tui,
+    runs,
     cluster,
     check,
     jobs,
@@ -138,6 +140,8 @@ def first_run() -> None:
         "Open it on your cluster (a Host of ~/.ssh/config, user@host, slurm:JOBID or http://HOST:PORT):\n"
         "  cockpit connect HOST\n"
         "  cockpit status HOST           one-shot summary, no TUI\n"
+        "  cockpit runs                  every run of yours on one screen\n"
+        "  cockpit alerts HOST...        alerts when you are not looking (JSON, your command)\n"
         "Job profiles to submit (cockpit submit HOST PROFILE):\n"
         "  cockpit profiles list\n"
         "\n"

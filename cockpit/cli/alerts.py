@@ -68,12 +68,15 @@ def alerts(args: argparse.Namespace) -> int:
     from cockpit.core.alerts.rules import Thresholds
     from cockpit.core.alerts.watch import WatchSettings
     from cockpit.core.errors import CockpitError
+    from cockpit.core.runs.recent import remember
     from cockpit.core.targets import parse_target
     from cockpit.core.units import parse_duration
 
     config = user_config()
     settings = config.alerts
     targets = [parse_target(raw) for raw in dict.fromkeys(args.targets)]
+    for raw in args.targets:
+        remember(raw)  # for `cockpit runs`
     command = tuple(settings.command)
     if args.alert_command is not None:
         try:

@@ -51,7 +51,10 @@ def connect(args: argparse.Namespace) -> int:
         err("connect: no TARGET given and no `target` in the config (cockpit config show)")
         return EXIT_USAGE
     target = parse_target(raw)
+    from cockpit.core.runs.recent import remember
     from cockpit.ui.app import CockpitApp
+
+    remember(raw)  # for `cockpit runs`
 
     # The TUI asks its own questions (host key, passphrase) in dialogs, not on the terminal.
     app = CockpitApp(

@@ -207,6 +207,13 @@ def test_a_held_job_is_followed_from_the_queue_to_its_end_in_the_cockpit_and_by_
         assert 0 < doc["slurm"]["seconds_left"] <= 30 * 60
         assert doc["alive_nodes"] == 1 and doc["gpus"] == 2
 
+        # `cockpit runs` finds the job (squeue --me, the comment `slurm up` wrote) and looks at it.
+        listed = run_cockpit("runs", "--json", "--ssh-config", env["COCKPIT_TEST_SSH_CONFIG"], env=env)
+        assert listed.returncode == 0, listed.stderr
+        (row,) = [r for r in json.loads(listed.stdout) if r["target"] == f"slurm:{job_id}"]
+        assert (row["source"], row["nodes_alive"], row["gpus"]) == ("slurm", 1, 2.0), row
+        assert row["state"] in ("running", "idle") and 0 < row["time_left"] <= 30 * 60, row
+
         running = term.wait_for(lambda s: "READY" in s and "RUNNING" in s and "connected" in s, timeout=240)
         assert "Nodes    1/1" in running and "GPUs     2/2" in running
         first_left = re.search(r"⏱ (\d+)m(\d+)s left \(slurm " + job_id + r"\)", running)

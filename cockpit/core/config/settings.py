@@ -234,6 +234,12 @@ FIELDS: tuple[Key, ...] = (
         env="COCKPIT_ALERTS_INTERVAL",
     ),
     Key(
+        "runs.hosts",
+        Items(Text(strip=True, min_length=1), says="must be a list of targets, e.g. [head-node, slurm:grpo]"),
+        "targets `cockpit runs` always lists (Host entries of ~/.ssh/config, slurm:NAME, http://...)",
+        default=(),
+    ),
+    Key(
         "profile_dirs",
         Directories(Text(strip=True, min_length=1), says="must be a list of directories"),
         "more directories of profiles, searched after ./profiles and the config dir's",
@@ -269,6 +275,7 @@ BY_NAME = {f.name: f for f in FIELDS}
 GROUP_DOCS = {
     "refresh": "how often the cockpit looks again, in seconds",
     "alerts": "what makes an alert and where alerts go (the TUI and `cockpit alerts`)",
+    "runs": "what `cockpit runs` lists besides the local cluster, your Slurm clusters and recent targets",
 }
 
 
@@ -412,6 +419,10 @@ class Config:
             off=frozenset(v["alerts.off"]),
             interval=float(v["alerts.interval"]),
         )
+
+    @property
+    def run_hosts(self) -> tuple[str, ...]:
+        return tuple(self.values["runs.hosts"])
 
     @property
     def profile_dirs(self) -> tuple[Path, ...]:

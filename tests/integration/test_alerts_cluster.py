@@ -23,6 +23,7 @@ import pytest
 
 from cockpit.core.errors import CockpitError
 from tests.harness.cluster import ClusterHandle
+from tests.harness.run import run_cockpit
 from tests.harness.sshd import _descendants, process_table
 
 pytestmark = pytest.mark.cluster
@@ -99,6 +100,13 @@ def test_three_jobs_give_one_alert_each_on_stdout_and_to_the_command_and_sigterm
         assert sorted(map(json.dumps, _alerts(got.read_text()))) == sorted(
             map(json.dumps, _alerts(stdout.read_text()))
         )
+
+        # `cockpit runs` lists the local cluster with a job running (the hung one, or another test's).
+        listed = run_cockpit("runs", "--json")
+        assert listed.returncode == 0, listed.stderr
+        local = next(r for r in json.loads(listed.stdout) if r["target"] == "local")
+        assert (local["source"], local["state"], local["nodes_alive"]) == ("local", "running", 3), local
+        assert local["job"] and local["running_jobs"] >= 1, local
 
         family = [proc.pid, *_descendants(proc.pid)]
         pager = int(pid_file.read_text())
