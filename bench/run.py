@@ -27,6 +27,7 @@ from typing import Any
 
 import actor_list_head
 import actor_table
+import alerts_idle
 import cluster_status
 import gpu_view
 import idle_cpu
@@ -53,8 +54,9 @@ BENCHES = (
     "stacks",
     "metrics_parse",
     "scale",
+    "alerts_idle",
 )
-CLUSTER_BENCHES = {"cluster_status", "tunnel", "idle_cpu", "stacks", "actor_list_head"}
+CLUSTER_BENCHES = {"cluster_status", "tunnel", "idle_cpu", "stacks", "actor_list_head", "alerts_idle"}
 """Those that run on the local cluster; the tunnel and actor-list benchmarks need only 1 node, the
 stacks benchmark 2 (its job's actors are spread over the nodes)."""
 RESULTS = REPO / "bench" / "results"
@@ -70,7 +72,8 @@ def _stop_on_signal(signum: int, _frame: FrameType | None) -> None:
 
 def _with_cluster(selected: Sequence[str], quick: bool, results: dict[str, Any], rows: list[Row]) -> None:
     state_dir = Path(tempfile.mkdtemp(prefix="cockpit-bench-"))
-    nodes = NODES if {"cluster_status", "idle_cpu"} & set(selected) else 2 if "stacks" in selected else 1
+    full = {"cluster_status", "idle_cpu", "alerts_idle"}  # the demo job's 4.5 GPUs need the 3 nodes
+    nodes = NODES if full & set(selected) else 2 if "stacks" in selected else 1
     root = ""
     try:
         _say(f"starting a local cluster: {nodes} node(s) x {GPUS_PER_NODE} GPUs (state in {state_dir})")
@@ -90,6 +93,10 @@ def _with_cluster(selected: Sequence[str], quick: bool, results: dict[str, Any],
         if "idle_cpu" in selected:
             _say("idle_cpu ...")
             results["idle_cpu"], new = idle_cpu.run(state_dir, nodes, quick)
+            rows += new
+        if "alerts_idle" in selected:  # its demo job is stopped before the next benchmark
+            _say("alerts_idle ...")
+            results["alerts_idle"], new = alerts_idle.run(cluster, state_dir, quick)
             rows += new
         if "stacks" in selected:  # its job is stopped before the next benchmark
             _say("stacks ...")
