@@ -94,9 +94,11 @@ def _interrupt(signum: int, _frame: object) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     # A closed terminal (SIGHUP) or a kill (SIGTERM) unwinds like Ctrl+C, so tunnels and sockets are
-    # removed on the way out.
+    # removed on the way out; a signal ignored when the cockpit started stays ignored (`nohup cockpit
+    # alerts ...` is asked to outlive its terminal).
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _interrupt)
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, _interrupt)
     parser = build_parser()
     if argv is None and "_ARGCOMPLETE" in os.environ:
         completion.answer(parser)  # the shell asks for completions on TAB: answers and exits

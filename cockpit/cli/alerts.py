@@ -5,7 +5,8 @@ Each alert is printed on stdout (a line, or JSON with `--json`), written to the 
 notification when stdout is one (`alerts.notify`), and given to the user's command (`--command`, else
 `alerts.command`) as JSON on its stdin. What the watch itself has to say (a target reached, lost, a
 command that failed) goes to stderr. SIGTERM, SIGINT and SIGHUP end it cleanly: every watch, SSH link
-and alert command still running is stopped first, and it exits 0.
+and alert command still running is stopped first, and it exits 0; under `nohup` (SIGHUP ignored when it
+started) a closed terminal does not end it.
 """
 
 from __future__ import annotations
@@ -129,7 +130,10 @@ async def _run(
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    caught = [
+        s for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP) if signal.getsignal(s) is not signal.SIG_IGN
+    ]
+    for sig in caught:  # one ignored at the start stays so: `nohup cockpit alerts ...` outlives its terminal
         loop.add_signal_handler(sig, stop.set)
     sink = CommandSink(command, report=lambda line: err(line), timeout=command_timeout) if command else None
     terminal = sys.stdout.isatty() and notify != "off"
@@ -171,7 +175,7 @@ async def _run(
         await asyncio.gather(*tasks, waiter, return_exceptions=True)
         if sink is not None:
             await sink.close()
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        for sig in caught:
             loop.remove_signal_handler(sig)
     if stop.is_set():
         err("stopped")

@@ -254,3 +254,36 @@ def test_the_command_line_keeps_its_subcommand_and_bad_flags_are_one_line(capsys
         assert main(["alerts", "local", *flags]) == 1
         lines = capsys.readouterr().err.splitlines()
         assert len(lines) == 1 and lines[0].startswith(says), lines
+
+
+def test_sigterm_ends_the_watch_cleanly_and_under_nohup_a_closed_terminal_does_not(tmp_path: Path) -> None:
+    """A real `cockpit alerts` process (its one target out of reach: no cluster here)."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    env = {**os.environ, "COCKPIT_STATE_DIR": str(tmp_path), "COCKPIT_ALERTS_NOTIFY": "off"}
+
+    def started(nohup: bool) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cockpit.cli", "alerts", "local"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN if nohup else signal.SIG_DFL),
+        )  # fmt: skip
+        assert proc.stderr is not None
+        while "watching local" not in proc.stderr.readline():
+            assert proc.poll() is None
+        return proc
+
+    plain, nohup = started(False), started(True)
+    for proc in (plain, nohup):
+        proc.send_signal(signal.SIGHUP)
+    assert plain.wait(timeout=30) == 0
+    time.sleep(1.0)
+    assert nohup.poll() is None  # nohup's SIGHUP stays ignored
+    nohup.send_signal(signal.SIGTERM)
+    assert nohup.wait(timeout=30) == 0
+    for proc in (plain, nohup):
+        _, said = proc.communicate()
+        assert said.rstrip().endswith("cockpit: stopped"), said

@@ -110,6 +110,8 @@ class CommandSink:
         self._running: asyncio.subprocess.Process | None = None
         self._task: asyncio.Task[None] | None = None
         self._dropped = 0
+        self._unfinished = 0
+        """Alerts queued or running: `idle` waits for none."""
 
     def send(self, alert: Alert) -> None:
         """Queue ALERT for the command (once: the same alert in the same state is never run again)."""
@@ -120,14 +122,16 @@ class CommandSink:
         if len(self._queue) >= QUEUE_LIMIT:
             self._queue.popleft()
             self._dropped += 1
+            self._unfinished -= 1
         self._queue.append(alert)
+        self._unfinished += 1
         self._wake.set()
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._drain(), name="alert-command")
 
     async def idle(self) -> None:
         """Until every queued alert has been run (for tests and a clean exit)."""
-        while self._queue or self._running is not None:
+        while self._unfinished > 0:
             await asyncio.sleep(0.05)
 
     async def close(self) -> None:
@@ -148,7 +152,10 @@ class CommandSink:
                 self.report(f"alerts.command could not keep up: {self._dropped} alerts dropped")
                 self._dropped = 0
             while self._queue:
-                await self._run(self._queue.popleft())
+                try:
+                    await self._run(self._queue.popleft())
+                finally:
+                    self._unfinished -= 1
 
     async def _run(self, alert: Alert) -> None:
         program = os.path.basename(self.argv[0])

@@ -145,7 +145,7 @@ class TargetWatch:
                         self.say(f"{self.target}: {reason}; trying again")
                     self.state = f"unreachable: {reason}"
                     self._look(Observation(unreachable=reason, now=time.time()))
-                    self._stop_following()
+                    self._pause_following()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MOST)
         finally:
@@ -216,14 +216,14 @@ class TargetWatch:
         keys = {j.key for j in running}
         ended = {j.key: j for j in jobs if j.terminal}
         for key in [k for k in self._followed if k not in keys]:
-            followed = self._followed.pop(key)
-            await self._finish(client, followed)
+            await self._finish(client, self._followed.pop(key))
         for job in running:
-            if job.key in self._followed:
-                self._followed[job.key].job = job
-                continue
-            self._followed[job.key] = followed = await self._start(job)
-            followed.task = asyncio.get_running_loop().create_task(self._read(client, followed))
+            known = self._followed.get(job.key)
+            entry = known if known is not None else await self._start(job)
+            self._followed[job.key] = entry
+            entry.job = job
+            if entry.task is None or entry.task.done():  # new, or its link was lost: (re)started
+                entry.task = asyncio.get_running_loop().create_task(self._read(client, entry))
         fresh = [j for k, j in ended.items() if k not in self._known_ended]
         self._known_ended = set(ended)  # what Ray lists (it keeps a bounded number of jobs)
         if self._first_jobs:
@@ -253,9 +253,13 @@ class TargetWatch:
         )
 
     async def _read(self, client: DashboardClient, followed: _Followed) -> None:
+        """The job's driver log from its first byte, and after a lost link on the same tail, from where
+        it stopped (no line read twice: a reconnect is not progress, a NaN is not told twice)."""
         from cockpit.core.logs.sources import LogSource, LogTail
 
-        followed.tail = LogTail(client, LogSource.driver(followed.job), lines=-1, interval=1.0)
+        if followed.tail is None:
+            followed.tail = LogTail(client, LogSource.driver(followed.job), lines=-1, interval=1.0)
+        followed.tail.client = client
         async for chunk in followed.tail.chunks():
             followed.feed(chunk)
 
@@ -268,11 +272,20 @@ class TargetWatch:
             followed.task.cancel()
             await asyncio.gather(followed.task, return_exceptions=True)
         tail = followed.tail or LogTail(client, LogSource.driver(followed.job), lines=lines)
+        tail.client = client
         with contextlib.suppress(CockpitError):
             async for chunk in tail.rest():
                 followed.feed(chunk)
         followed.store.extend(followed.parser.flush())
         self._nonfinite[followed.job.key] = tuple(followed.store.nonfinite())
+
+    def _pause_following(self) -> None:
+        """The link is lost: each job's reading stops, its watch kept (the time blind is not silence)."""
+        now = time.monotonic()
+        for followed in self._followed.values():
+            followed.watch.blind(now)
+            if followed.task is not None:
+                followed.task.cancel()
 
     def _stop_following(self) -> None:
         for followed in self._followed.values():
