@@ -117,15 +117,16 @@ class Debuggee:
             )
 
 
-def kill_adapter(pid: int | None, timeout: float = 5.0) -> None:
-    """SIGKILL the adapter and wait until it is dead (its sockets closed), not only signalled."""
-    if pid is None:
+def kill_adapter(pid: int | None, timeout: float = 15.0) -> None:
+    """SIGKILL the adapter and wait until it is dead (its sockets closed), not only signalled. A pid that
+    is no longer the adapter is a pid reused by another process after the adapter ended: nothing to
+    wait for (the suite starts hundreds of processes; a run waited 5 s on such a one and failed)."""
+    if pid is None or not _is_adapter(pid):
         return
-    if _is_adapter(pid):  # still ours, not a reused pid
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + timeout
-    while _alive(pid):
+    while _alive(pid) and _is_adapter(pid):
         if time.monotonic() > deadline:
             raise AssertionError(f"the debugpy adapter {pid} is still alive {timeout:.0f} s after SIGKILL")
         time.sleep(0.02)
