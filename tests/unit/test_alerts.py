@@ -287,3 +287,20 @@ def test_sigterm_ends_the_watch_cleanly_and_under_nohup_a_closed_terminal_does_n
     for proc in (plain, nohup):
         _, said = proc.communicate()
         assert said.rstrip().endswith("cockpit: stopped"), said
+
+
+def test_a_worker_rays_memory_monitor_killed_is_an_oom_alert_a_maybe_is_not() -> None:
+    """From the real kills of tests/fixtures/oom (Ray 2.60's worker table): the two the monitor chose are
+    told, with their job, node and pid; the SIGKILL that may have been the kernel's is not."""
+    from cockpit.core.memory.report import oom_kills
+    from tests.unit.test_oom import workers
+
+    kills = oom_kills(workers(), ())
+    found = [f for f in findings(Observation(oom_kills=kills)) if f.rule == "oom"]
+    assert len(found) == 2 and len(kills) == 3
+    hog = next(f for f in found if "pid 17604" in f.message)
+    assert hog.message.startswith(
+        "job 01000000: OOM (Ray memory monitor) killed a worker (node 192.0.2.2, pid 17604)"
+    )
+    assert hog.job == "01000000" and hog.subject == next(k.worker_id for k in kills if k.pid == 17604)
+    assert "oom" in looked_at(Observation(oom_kills=kills)) and "oom" not in looked_at(Observation())

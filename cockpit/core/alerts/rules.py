@@ -22,6 +22,7 @@ from cockpit.core.units import duration
 if TYPE_CHECKING:
     from cockpit.core.actors.pending import PendingReport
     from cockpit.core.doctor.hang import Verdict
+    from cockpit.core.memory.report import OomKill
     from cockpit.core.metrics.series import NonFinite
     from cockpit.core.slurm.queue import SlurmJob
     from cockpit.core.snapshots import JobRow, NodeSnapshot
@@ -102,6 +103,9 @@ class Observation:
     nonfinite: Mapping[str, Sequence[NonFinite]] = field(default_factory=dict)
     """Job key -> the metrics of its driver log that went NaN or infinite."""
     stuck: PendingReport | None = None
+    oom_kills: Sequence[OomKill] | None = None
+    """The workers Ray's memory monitor killed (the cluster's worker table; a job that survives a kill,
+    its actor restarted, is told too)."""
     slurm: SlurmJob | None = None
     unreachable: str = ""
     """Why the cluster cannot be seen now ("" when it can)."""
@@ -155,6 +159,19 @@ def findings(seen: Observation, limits: Thresholds | None = None) -> list[Findin
                     hold=limits.pending_after,
                 )
             )
+    for kill in seen.oom_kills or ():
+        if kill.kind == "ray":  # certain; a SIGKILL that may have been the kernel's is not an alert
+            where = f"node {kill.ip}" + (f", pid {kill.pid}" if kill.pid else "")
+            whose = f"job {kill.job_id}: " if kill.job_id else ""
+            found.append(
+                Finding(
+                    "oom",
+                    kill.worker_id,
+                    _line(f"{whose}{kill.label} killed a worker ({where}): {kill.message}"),
+                    job=kill.job_id,
+                    node=kill.node_id,
+                )
+            )
     found.extend(_slurm_findings(seen, limits))
     if seen.unreachable:
         found.append(
@@ -178,6 +195,8 @@ def looked_at(seen: Observation) -> frozenset[str]:
         rules.add("node_dead")
     if seen.stuck is not None:
         rules.add("stuck")
+    if seen.oom_kills is not None:
+        rules.add("oom")
     if seen.slurm is not None:
         rules |= {"slurm_ended", "walltime"}
     return frozenset(rules)

@@ -3,7 +3,8 @@ for `cockpit alerts`, its findings turned into alerts by its own `AlertBook`.
 
 Every `interval` seconds it lists the jobs (one small request); every `nodes_every` seconds the nodes
 (the summary, which grows with the cluster: 16 MB at 2,000 nodes, so not every look); every
-`pending_every` seconds what is pending (a few GCS reads). Each running job (the newest `max_jobs`)
+`pending_every` seconds what is pending (a few GCS reads) and the workers Ray's memory monitor killed
+(one filtered read of the worker table). Each running job (the newest `max_jobs`)
 gets the hang watch `cockpit watch` and the TUI use (`HangWatch`, its policy from the job's profile)
 and a metrics parser, fed by one stream of its driver log; when the job ends, the rest of its log is
 read to its end (a NaN printed just before the exit is not missed), and a job that began and ended
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from cockpit.core.cluster.dashboard import DashboardClient
     from cockpit.core.connect.connection import Connection, ConnectOptions
     from cockpit.core.logs.sources import LogTail
+    from cockpit.core.memory.report import OomKill
     from cockpit.core.metrics.lines import MetricsParser
     from cockpit.core.metrics.series import NonFinite, SeriesStore
     from cockpit.core.slurm.queue import SlurmJob
@@ -48,6 +50,8 @@ if TYPE_CHECKING:
 ENDED_LINES = 2000
 """Lines of a job's log read once when it began and ended between two looks."""
 SLURM_EVERY = 60.0
+OOM_ROWS = 200
+"""Workers killed for memory read per look (the newest are what is new)."""
 RETRY_FIRST, RETRY_MOST = 5.0, 60.0
 MAX_POINTS, MAX_KEYS = 64, 256
 """What the metrics parser keeps per job: only the NaN alarm is wanted (counted over every value)."""
@@ -113,6 +117,7 @@ class TargetWatch:
         self._nodes_at = 0.0
         self._pending: PendingReport | None = None
         self._pending_at = 0.0
+        self._kills: tuple[OomKill, ...] | None = None
         self._slurm: SlurmJob | None = None
         self._slurm_at = 0.0
         self._first_jobs = True
@@ -180,6 +185,7 @@ class TargetWatch:
                     self._pending = await fetch_pending(client, nodes=self._nodes)
                 except CockpitError:
                     self._pending = None
+                self._kills = await self._oom_kills(client)
             await self._follow(client, jobs)
             hangs = {}
             for key, followed in self._followed.items():
@@ -196,6 +202,7 @@ class TargetWatch:
                     hangs=hangs,
                     nonfinite=self._nonfinite,
                     stuck=self._pending,
+                    oom_kills=self._kills,
                     slurm=self._slurm,
                     now=time.time(),
                 )
@@ -203,6 +210,17 @@ class TargetWatch:
             for key in ended:  # told (or not worth it) once: the book remembers the event
                 self._nonfinite.pop(key, None)
             await asyncio.sleep(self.settings.interval)
+
+    async def _oom_kills(self, client: DashboardClient) -> tuple[OomKill, ...] | None:
+        """The workers Ray's memory monitor killed (one filtered read of the worker table); None when
+        the head could not say."""
+        from cockpit.core.memory.report import oom_kills
+
+        try:
+            listing = await client.workers(filters=[("exit_type", "=", "NODE_OUT_OF_MEMORY")], limit=OOM_ROWS)
+        except CockpitError:
+            return None
+        return tuple(oom_kills(listing.rows, ()))
 
     def _look(self, seen: Observation) -> None:
         for alert in self.book.update(findings(seen, self.settings.thresholds), seen.now, looked_at(seen)):
