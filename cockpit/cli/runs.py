@@ -76,6 +76,7 @@ def print_rows(rows: list[RunRow]) -> None:
     for row in rows:
         nodes = f"{row.nodes_alive} nodes" if row.nodes_alive is not None else ""
         job = f"{row.job} for {duration(row.job_age)}" if row.job and row.job_age is not None else row.job
+        job += f", step {row.step}" if row.step is not None else ""
         left = f"{duration(row.time_left)} left" if row.time_left is not None else ""
         what = " · ".join(p for p in (nodes, job or row.detail, left) if p)
         say(clean(f"{row.target:<{width}}  {row.state:<11}  {what}"))

@@ -34,6 +34,7 @@ COLUMNS = (
     ("gpus", "GPUS"),
     ("left", "LEFT"),
     ("age", "FOR"),
+    ("step", "STEP"),
     ("job", "RUNNING JOB"),
 )
 """The short columns first: at 80 columns the job's name is what gets cut (the line under the table
@@ -64,6 +65,7 @@ def row_cells(row: RunRow) -> dict[str, Text | str]:
         "gpus": "" if row.gpus is None else f"{row.gpus:g}",
         "job": job if len(job) <= JOB_CHARS else job[: JOB_CHARS - 1] + "…",
         "age": duration(row.job_age) if row.job_age is not None else "",
+        "step": "" if row.step is None else str(row.step),
         "left": duration(row.time_left) if row.time_left is not None else "",
         "alerts": alerts,
     }

@@ -17,10 +17,14 @@ DEAD = "node gpu-017 (5f1c2a9e) is DEAD: health check failed"
 WALLTIME = "slurm job 4117 reaches its time limit in 25m00s"
 QUEUED = "slurm job 4120 (grpo-14b) PENDING: Priority; expected start 14:05"
 ROWS = [
-    RunRow("local", "local", "running", "python -m cockpit.demo", 3, 0, 6.0, "raysubmit_demo", 754.0, 1),
     RunRow(
-        "slurm:4117", "slurm", "running", "python -m verl.trainer.main_ppo", 15, 1, 120.0, "raysubmit_grpo",
-        93_000.0, 1, 1500.0, (DEAD, WALLTIME),
+        "local", "local", "running", "python -m cockpit.demo", nodes_alive=3, nodes_dead=0, gpus=6.0,
+        job="raysubmit_demo", job_age=754.0, running_jobs=1, step=812,
+    ),
+    RunRow(
+        "slurm:4117", "slurm", "running", "python -m verl.trainer.main_ppo", nodes_alive=15, nodes_dead=1,
+        gpus=120.0, job="raysubmit_grpo", job_age=93_000.0, running_jobs=1, time_left=1500.0,
+        alerts=(DEAD, WALLTIME),
     ),
     RunRow("slurm:4120", "slurm", "queued", QUEUED),
     RunRow("head-node", "config", "unreachable", "ssh head-node: connection refused [bold]x[/bold]\x1b[31m"),
@@ -43,7 +47,7 @@ async def test_the_runs_list_at_80x24_and_200x50_and_enter_opens_the_chosen_targ
             assert "4 targets · 2 running · 2 need a look" in text
             lines = text.splitlines()
             local = next(line for line in lines if line.lstrip().startswith("local "))
-            assert "running" in local and "raysubmit_demo" in local
+            assert "running" in local and "raysubmit_" in local and "812" in local  # the id cut at 80
             assert re.search(r"slurm:4117 +running", text) and re.search(r"slurm:4120 +queued", text)
             assert "local (local): running · python -m cockpit.demo" in text  # the cursor's row, in full
             check_snapshot(f"runs_{size[0]}x{size[1]}.txt", text)

@@ -4,8 +4,9 @@ Where the targets come from (`gather_targets`, in this order, each once): the `l
 is recorded, the user's Slurm jobs that hold a cockpit-started Ray cluster (`squeue --me`, the comment
 `cockpit slurm up` writes), the Host entries the config names (`runs.hosts`), and the targets used
 recently (`recent`). A look (`look`) asks a target for its jobs and its node table (the GCS's, about
-1 KB a node: not the 16 MB summary of a large cluster) within `timeout` seconds, and says in one row:
-its state, its nodes and GPUs, the newest running job, and what is wrong now that one look can see (a
+1 KB a node: not the 16 MB summary of a large cluster) and the last lines of the newest running job's
+driver log (its last step) within `timeout` seconds, and says in one row: its state, its nodes and
+GPUs, the newest running job and its step, and what is wrong now that one look can see (a
 dead node, a job failed in the last hour, the walltime running out; a hang needs a watch over time:
 `cockpit alerts`).
 """
@@ -24,12 +25,16 @@ from cockpit.core.snapshots import newest_running
 from cockpit.core.text import clean
 
 if TYPE_CHECKING:
+    from cockpit.core.cluster.dashboard import DashboardClient
     from cockpit.core.connect.connection import ConnectOptions
     from cockpit.core.slurm.queue import SlurmJob
+    from cockpit.core.snapshots import JobRow
 
 RECENT_FAILURE_S = 3600.0
 """A job failed this recently is an alert of the overview (older failures are history)."""
 LOOK_TIMEOUT = 10.0
+STEP_LINES = 50
+"""Lines of the newest running job's driver log read for its last step."""
 CONCURRENCY = 8
 
 
@@ -59,6 +64,8 @@ class RunRow:
     job_age: float | None = None
     """Seconds the newest running job has run."""
     running_jobs: int = 0
+    step: int | None = None
+    """The newest running job's last step, from the last lines of its driver log (None: none printed)."""
     time_left: float | None = None
     """The Slurm job's walltime left (seconds)."""
     alerts: tuple[str, ...] = field(default=())
@@ -123,10 +130,11 @@ async def _look(target: RunTarget, parsed: Any, options: ConnectOptions) -> RunR
         client = connection.client
         jobs, table = await asyncio.gather(client.jobs(), client.node_table())
         slurm_job = connection.slurm
+        running = newest_running(jobs)
+        step = await _last_step(client, running) if running is not None else None
     now = time.time()
     nodes = table.rows
     alive = [n for n in nodes if n.state == "ALIVE"]
-    running = newest_running(jobs)
     recent = [j for j in jobs if j.status != "FAILED" or (j.end_time or 0) >= now - RECENT_FAILURE_S]
     seen = Observation(jobs=recent, nodes=nodes, slurm=slurm_job, now=now)
     limits = Thresholds(off=frozenset({"job_succeeded"}))
@@ -142,9 +150,27 @@ async def _look(target: RunTarget, parsed: Any, options: ConnectOptions) -> RunR
         job=running.key if running is not None else "",
         job_age=now - running.start_time if running is not None and running.start_time else None,
         running_jobs=sum(1 for j in jobs if j.status == "RUNNING"),
+        step=step,
         time_left=slurm_job.seconds_left(now) if slurm_job is not None else None,
         alerts=alerts,
     )
+
+
+async def _last_step(client: DashboardClient, job: JobRow) -> int | None:
+    """JOB's last step in the last `STEP_LINES` lines of its driver log (one small read), None when
+    none is there or the log cannot be read."""
+    from cockpit.core.logs.sources import LogSource, LogTail
+    from cockpit.core.metrics.lines import MetricsParser
+    from cockpit.core.metrics.series import SeriesStore
+
+    parser, store = MetricsParser("auto"), SeriesStore(max_points=8, max_keys=64)
+    try:
+        async for chunk in LogTail(client, LogSource.driver(job), lines=STEP_LINES).rest():
+            store.extend(parser.feed(chunk))
+    except CockpitError:
+        return None
+    store.extend(parser.flush())
+    return store.last_step
 
 
 def _failed(target: RunTarget, exc: CockpitError) -> RunRow:
