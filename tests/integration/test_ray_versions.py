@@ -129,12 +129,24 @@ async def test_a_stream_cut_mid_way_resumes_with_the_file_s_bytes(head: OldHead)
 
 
 async def test_a_missing_file_is_a_clear_not_found(head: OldHead) -> None:
+    """Read up to 3 times: a Ray 2.44.1 head now and then answers an empty 200 for a file that is not
+    there (two whole runs of many, here and in the contract test); anything but NotFound or nothing fails."""
     async with DashboardClient(head.url) as client:
         node = await node_id(client)
-        with pytest.raises(NotFound, match="not found"):
-            await client.log_bytes([("node_id", node), ("filename", "no-such.log")], lines=10)
-        with pytest.raises(NotFound, match="not found"):
-            await client.log_file(node_id=node, filename="no-such.log", lines=10)
+        missing = [("node_id", node), ("filename", "no-such.log")]
+        for read in (
+            lambda: client.log_bytes(missing, lines=10),
+            lambda: client.log_file(node_id=node, filename="no-such.log", lines=10),
+        ):
+            for _ in range(3):
+                try:
+                    got = await read()
+                except NotFound as exc:
+                    assert "not found" in str(exc)
+                    break
+                assert not got, "bytes of a file that is not there"
+            else:
+                pytest.fail("no NotFound for a file that is not there, in 3 reads")
 
 
 ACTORS_AND_A_CRASH = """
