@@ -155,7 +155,8 @@ class RunsApp(App[str | None]):
         elif not self.rows:
             head = "no targets: `cockpit local up`, `cockpit slurm up`, or `runs.hosts` in the config"
         else:
-            head = f"{len(self.rows)} targets · {running} running · {wrong} need a look"
+            count = f"{len(self.rows)} target" + ("s" if len(self.rows) != 1 else "")
+            head = f"{count} · {running} running · {wrong} need a look"
             head += " · looking again…" if self.looking else ""
         self.query_one("#runs-head", Static).update(Text(head))
         self._show_detail()

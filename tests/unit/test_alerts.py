@@ -41,7 +41,12 @@ def test_each_rule_finds_what_it_is_for_and_names_the_job_node_or_step() -> None
     seen = Observation(
         jobs=[
             job("raysubmit_ok", "SUCCEEDED"),
-            job("raysubmit_bad", "FAILED", "Job entrypoint command failed with exit code 3\nTraceback ..."),
+            job(
+                "raysubmit_bad",
+                "FAILED",
+                "Job entrypoint command failed with exit code 3, last available logs (truncated to 20,000 "
+                "chars):\nTraceback ...",
+            ),
             job(
                 "raysubmit_oom",
                 "FAILED",

@@ -11,6 +11,7 @@ only says what is true at one moment. Nothing here reads a clock, a file or the 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 Severity = Literal["info", "warning", "error"]
 MESSAGE_CHARS = 300
+_RAY_LOGS_TAIL = re.compile(r",? last available logs \(truncated to [\d,]+ chars\):?\s*$")
 """A finding's message is cut here (a job's error message can be megabytes)."""
 
 
@@ -208,6 +210,7 @@ def _job_findings(job: JobRow) -> list[Finding]:
     if job.status != "FAILED":
         return []
     first = job.message.strip().splitlines()[0] if job.message.strip() else ""
+    first = _RAY_LOGS_TAIL.sub("", first)  # the logs it announces are not in the alert
     said = [
         Finding(
             "job_failed",
