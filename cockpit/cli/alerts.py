@@ -42,7 +42,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         nargs="+",
         help="local | http://HOST:PORT | slurm:JOBID | SSH destination (several at once)",
     )
-    add_connection_flags(p)
+    add_connection_flags(p, expose=False)
     p.add_argument("--json", action="store_true", help="one JSON object per alert on stdout")
     p.add_argument(
         "--command",

@@ -81,8 +81,9 @@ def add_connect_options(parser: argparse.ArgumentParser, target_optional: bool =
     add_connection_flags(parser)
 
 
-def add_connection_flags(parser: argparse.ArgumentParser) -> None:
-    """The options of how to reach a cluster (SSH config, dashboard port, token, host keys)."""
+def add_connection_flags(parser: argparse.ArgumentParser, expose: bool = True) -> None:
+    """The options of how to reach a cluster (SSH config, dashboard port, token, host keys). EXPOSE:
+    `--expose-port` too (not for commands that reach several targets at once)."""
     parser.add_argument("--ssh-config", metavar="FILE", help="OpenSSH client config (like ssh -F; or config)")
     parser.add_argument(
         "--dashboard-port",
@@ -97,6 +98,9 @@ def add_connection_flags(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="accept and record an unknown SSH host key (never a changed one)",
     )
+    if not expose:
+        parser.set_defaults(expose_port=None)
+        return
     parser.add_argument(
         "--expose-port",
         type=int,

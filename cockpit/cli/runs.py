@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("runs", help="every target of yours on one screen: state, running job, alerts")
-    add_connection_flags(p)
+    add_connection_flags(p, expose=False)
     p.add_argument("--json", action="store_true", help="one look at every target as JSON, then end")
     p.add_argument("--plain", action="store_true", help="one look as a table, then end (no TUI)")
     p.set_defaults(handler=runs)
