@@ -143,7 +143,8 @@ def test_a_held_job_is_followed_from_the_queue_to_its_end_in_the_cockpit_and_by_
 
     And one `cockpit alerts` process watches two targets all along: this Slurm job (its walltime under
     the threshold once it runs, its end) and `local`, where no cluster runs here (out of reach, said once
-    it lasted)."""
+    it lasted 20 s; the Slurm job's own head is out of reach only for the few seconds between its end
+    and Slurm's)."""
     job_id = slurm_up(
         env, tmp_path, *DEMO, "--nodes", "1", "--gpus-per-node", "2", "--time", "30",
         "--job-name", "held-grpo", held=True,
@@ -157,7 +158,7 @@ def test_a_held_job_is_followed_from_the_queue_to_its_end_in_the_cockpit_and_by_
         ],
         env={
             **env, "COCKPIT_ALERTS_INTERVAL": "1", "COCKPIT_ALERTS_WALLTIME_UNDER": "1h",
-            "COCKPIT_ALERTS_UNREACHABLE_AFTER": "3s", "COCKPIT_ALERTS_NOTIFY": "off",
+            "COCKPIT_ALERTS_UNREACHABLE_AFTER": "20s", "COCKPIT_ALERTS_NOTIFY": "off",
         },
         stdin=subprocess.DEVNULL, stdout=alerts_out, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip

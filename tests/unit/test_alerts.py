@@ -60,7 +60,7 @@ def test_each_rule_finds_what_it_is_for_and_names_the_job_node_or_step() -> None
         slurm=SlurmJob("77", state="RUNNING", time_limit=3600.0, end_time=1000.0 + 600.0),
         now=1000.0,
     )
-    found = {(f.rule, f.subject): f for f in findings(seen)}
+    found = {(f.rule, f.subject.split("@")[0]): f for f in findings(seen)}
     assert found[("job_succeeded", "raysubmit_ok")].message == "job raysubmit_ok SUCCEEDED"
     assert found[("job_failed", "raysubmit_bad")].message == (
         "job raysubmit_bad FAILED: Job entrypoint command failed with exit code 3"
@@ -150,7 +150,7 @@ def test_the_json_of_an_alert_has_every_field_a_script_needs() -> None:
     (alert,) = book.update(findings(nan), 1_700_000_000.0, looked_at(nan))
     data = json.loads(json_line(alert))
     assert data == {
-        "id": "local|nan|raysubmit_a/loss|1",
+        "id": "local|nan|raysubmit_a/loss|1700000000",
         "target": "local",
         "rule": "nan",
         "severity": "error",
@@ -309,3 +309,34 @@ def test_a_worker_rays_memory_monitor_killed_is_an_oom_alert_a_maybe_is_not() ->
     )
     assert hog.job == "01000000" and hog.subject == next(k.worker_id for k in kills if k.pid == 17604)
     assert "oom" in looked_at(Observation(oom_kills=kills)) and "oom" not in looked_at(Observation())
+
+
+def test_a_new_cluster_reusing_a_job_id_and_a_slurm_only_look_are_judged_right() -> None:
+    """Ray numbers a new cluster's drivers from 01000000 again: a new failure of `02000000` is news. A
+    look at the Slurm queue alone says nothing of whether the cluster is reachable."""
+    book = AlertBook("head-node")
+    book.update([], 0.0)
+    first = Observation(jobs=[job("02000000", "FAILED")])
+    assert [a.rule for a in book.update(findings(first), 1.0, looked_at(first))] == ["job_failed"]
+    again = JobRow("", "02000000", "DRIVER", "FAILED", "python x.py", "", 500.0, 600.0)
+    later = Observation(jobs=[again])
+    assert [a.rule for a in book.update(findings(later), 700.0, looked_at(later))] == ["job_failed"]
+    assert "unreachable" not in looked_at(Observation(slurm=SlurmJob("7", state="RUNNING")))
+    assert "unreachable" in looked_at(Observation(unreachable="refused")) and "unreachable" in looked_at(
+        first
+    )
+
+
+async def test_every_reminder_reaches_the_command_once(tmp_path: Path) -> None:
+    out = tmp_path / "got.jsonl"
+    sink = CommandSink(["sh", "-c", f"cat >> {out}"], report=lambda _line: None)
+    book = AlertBook("local", remind_every=600.0)
+    hung = Observation(jobs=[], hangs={"j": verdict(True)})
+    for now in (0.0, 600.0, 1200.0, 1200.0):
+        for alert in book.update(findings(hung), now, looked_at(hung)):
+            sink.send(alert)
+            sink.send(alert)  # the same alert twice: run once
+    await sink.idle()
+    await sink.close()
+    states = [json.loads(line)["state"] for line in out.read_text().splitlines()]
+    assert states == ["firing", "reminder", "reminder"]

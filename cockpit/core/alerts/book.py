@@ -45,8 +45,9 @@ class Alert:
 
     @property
     def id(self) -> str:
-        """The same for the firing, its reminders and its resolution; new for a new occurrence."""
-        return f"{self.target}|{self.rule}|{self.subject}|{self.number}"
+        """The same for the firing, its reminders and its resolution; new for a new occurrence, also
+        across restarts of the cockpit (it ends with when the occurrence began)."""
+        return f"{self.target}|{self.rule}|{self.subject}|{int(self.since)}"
 
     @property
     def line(self) -> str:

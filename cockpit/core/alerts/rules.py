@@ -190,7 +190,9 @@ def findings(seen: Observation, limits: Thresholds | None = None) -> list[Findin
 def looked_at(seen: Observation) -> frozenset[str]:
     """The rules SEEN could judge: a condition of any other rule stays as it was (not seeing a hang
     because the cluster is out of reach is not its end)."""
-    rules = {"unreachable"}
+    rules = set()
+    if seen.unreachable or seen.jobs is not None:  # tried the cluster: out of reach, or seen
+        rules.add("unreachable")
     if seen.jobs is not None:
         rules |= {"job_failed", "job_succeeded", "oom", "hang", "straggler", "nan"}
     if seen.nodes is not None:
@@ -205,8 +207,10 @@ def looked_at(seen: Observation) -> frozenset[str]:
 
 
 def _job_findings(job: JobRow) -> list[Finding]:
+    # The job and its start: a new cluster at the same address numbers its drivers from 01000000 again.
+    subject = f"{job.key}@{int(job.start_time or 0)}"
     if job.status == "SUCCEEDED":
-        return [Finding("job_succeeded", job.key, _line(f"job {job.key} SUCCEEDED"), job=job.key)]
+        return [Finding("job_succeeded", subject, _line(f"job {job.key} SUCCEEDED"), job=job.key)]
     if job.status != "FAILED":
         return []
     first = job.message.strip().splitlines()[0] if job.message.strip() else ""
@@ -214,14 +218,14 @@ def _job_findings(job: JobRow) -> list[Finding]:
     said = [
         Finding(
             "job_failed",
-            job.key,
+            subject,
             _line(f"job {job.key} FAILED" + (f": {first}" if first else "")),
             job=job.key,
         )
     ]
     kind = classify(job.message, error_type=job.error_type)
     if kind is not None:
-        said.append(Finding("oom", job.key, _line(f"job {job.key}: {LABELS[kind]}"), job=job.key))
+        said.append(Finding("oom", subject, _line(f"job {job.key}: {LABELS[kind]}"), job=job.key))
     return said
 
 

@@ -34,12 +34,15 @@ if TYPE_CHECKING:
 Style = Literal["osc9", "osc777", "bell", "off"]
 NOTIFY_CHARS = 200
 """A notification's text is cut here (desktop notifications show a line or two)."""
+SENT_REMEMBERED = 10_000
+"""Alerts remembered as sent (the oldest forgotten first)."""
 QUEUE_LIMIT = 1000
 """Alerts waiting for the command at most; past it the oldest are dropped (and that is reported)."""
 
 
 def json_line(alert: Alert) -> str:
-    return json.dumps(alert.as_json(), ensure_ascii=False)
+    """ASCII only: no character of cluster text (an 8-bit CSI, a bidi override) reaches a terminal raw."""
+    return json.dumps(alert.as_json(), ensure_ascii=True)
 
 
 def tmux_passthrough() -> bool | None:
@@ -106,7 +109,7 @@ class CommandSink:
         self.failed = 0
         self._queue: deque[Alert] = deque()
         self._wake = asyncio.Event()
-        self._sent: set[tuple[str, str]] = set()
+        self._sent: dict[tuple[str, str, float], None] = {}
         self._running: asyncio.subprocess.Process | None = None
         self._task: asyncio.Task[None] | None = None
         self._dropped = 0
@@ -115,10 +118,12 @@ class CommandSink:
 
     def send(self, alert: Alert) -> None:
         """Queue ALERT for the command (once: the same alert in the same state is never run again)."""
-        key = (alert.id, alert.state)
+        key = (alert.id, alert.state, alert.at)  # each reminder is its own
         if key in self._sent:
             return
-        self._sent.add(key)
+        self._sent[key] = None
+        if len(self._sent) > SENT_REMEMBERED:
+            self._sent.pop(next(iter(self._sent)))
         if len(self._queue) >= QUEUE_LIMIT:
             self._queue.popleft()
             self._dropped += 1

@@ -121,6 +121,11 @@ class TargetWatch:
         self._slurm: SlurmJob | None = None
         self._slurm_at = 0.0
         self._first_jobs = True
+        self._reason = ""
+        """The last reason the cluster could not be seen, as said ("" while it is seen)."""
+        self._delay = RETRY_FIRST
+        self._kill_baseline: set[str] | None = None
+        """The OOM-killed workers listed at the first read of the worker table: over before the watch."""
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -128,7 +133,7 @@ class TargetWatch:
         """Watch until cancelled (or until a `slurm:` target's job has ended and been told)."""
         from cockpit.core.connect.connection import open_connection
 
-        delay = RETRY_FIRST
+        self._delay = RETRY_FIRST
         try:
             while True:
                 try:
@@ -137,24 +142,35 @@ class TargetWatch:
                             return
                         await asyncio.sleep(self.settings.interval)  # one squeue-sized look
                         continue
-                    async with open_connection(self.target, self.options) as connection:
-                        self.state = "watching"
-                        self.say(f"{self.target}: watching")
-                        delay = RETRY_FIRST
-                        await self._watch(connection)
-                        if self._slurm is not None and self._slurm.ended:
-                            return
+                    try:
+                        async with open_connection(self.target, self.options) as connection:
+                            await self._watch(connection)
+                    finally:
+                        self._pause_following()  # whatever ended the link: the jobs' reads stop with it
+                    if self._slurm is not None and self._slurm.ended:
+                        return
                 except CockpitError as exc:
-                    reason = str(exc).rstrip(".")
-                    if self.state != f"unreachable: {reason}":
-                        self.say(f"{self.target}: {reason}; trying again")
-                    self.state = f"unreachable: {reason}"
-                    self._look(Observation(unreachable=reason, now=time.time()))
-                    self._pause_following()
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RETRY_MOST)
+                    self._lost(str(exc).rstrip("."))
+                except Exception as exc:  # a bug must not end the watch of every target
+                    self._lost(f"unexpected {type(exc).__name__}: {exc}")
+                await asyncio.sleep(self._delay)
+                self._delay = min(self._delay * 2, RETRY_MOST)
         finally:
             self._stop_following()
+
+    def _lost(self, reason: str) -> None:
+        """The cluster could not be seen: said once an outage (and again if the reason changes)."""
+        if reason != self._reason:
+            self._reason = reason
+            self.say(f"{self.target}: {reason}; trying again")
+        self.state = f"unreachable: {reason}"
+        self._look(Observation(unreachable=reason, now=time.time()))
+
+    def _reached(self) -> None:
+        """A whole look succeeded: the watch runs (said once), and the next outage is tried again soon."""
+        if self.state != "watching":
+            self.say(f"{self.target}: watching")
+        self.state, self._reason, self._delay = "watching", "", RETRY_FIRST
 
     async def _slurm_running(self) -> bool:
         """The Slurm job looked up (when due); whether its cluster can be watched now."""
@@ -163,7 +179,8 @@ class TargetWatch:
         assert self.target.slurm_job is not None
         job = await slurm.lookup(self.target.slurm_job)
         self._slurm, self._slurm_at = job, time.monotonic()
-        self.state = "queued" if job.waiting else ("ended" if job.ended else job.state.lower())
+        if not job.running:
+            self.state = "queued" if job.waiting else ("ended" if job.ended else job.state.lower())
         self._look(Observation(slurm=job, now=time.time()))
         return job.running and not job.port_pending
 
@@ -209,6 +226,7 @@ class TargetWatch:
             )
             for key in ended:  # told (or not worth it) once: the book remembers the event
                 self._nonfinite.pop(key, None)
+            self._reached()
             await asyncio.sleep(self.settings.interval)
 
     async def _oom_kills(self, client: DashboardClient) -> tuple[OomKill, ...] | None:
@@ -220,7 +238,10 @@ class TargetWatch:
             listing = await client.workers(filters=[("exit_type", "=", "NODE_OUT_OF_MEMORY")], limit=OOM_ROWS)
         except CockpitError:
             return None
-        return tuple(oom_kills(listing.rows, ()))
+        kills = oom_kills(listing.rows, ())
+        if self._kill_baseline is None:  # the first read that worked: what it lists is history
+            self._kill_baseline = {k.worker_id for k in kills}
+        return tuple(k for k in kills if k.worker_id not in self._kill_baseline)
 
     def _look(self, seen: Observation) -> None:
         for alert in self.book.update(findings(seen, self.settings.thresholds), seen.now, looked_at(seen)):
@@ -278,8 +299,12 @@ class TargetWatch:
         if followed.tail is None:
             followed.tail = LogTail(client, LogSource.driver(followed.job), lines=-1, interval=1.0)
         followed.tail.client = client
-        async for chunk in followed.tail.chunks():
-            followed.feed(chunk)
+        try:
+            async for chunk in followed.tail.chunks():
+                followed.feed(chunk)
+        except Exception as exc:  # a log that cannot be read: said, tried again later
+            self.say(f"{self.target}: {followed.job.key}: its driver log cannot be followed ({exc})")
+            await asyncio.sleep(RETRY_MOST)
 
     async def _finish(self, client: DashboardClient, followed: _Followed, lines: int = -1) -> None:
         """FOLLOWED's stream stopped and the rest of its log read (the last LINES lines when it was never

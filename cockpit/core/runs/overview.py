@@ -14,6 +14,7 @@ dead node, a job failed in the last hour, the walltime running out; a hang needs
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 RECENT_FAILURE_S = 3600.0
 """A job failed this recently is an alert of the overview (older failures are history)."""
 LOOK_TIMEOUT = 10.0
+STEP_TIMEOUT = 3.0
 STEP_LINES = 50
 """Lines of the newest running job's driver log read for its last step."""
 CONCURRENCY = 8
@@ -131,7 +133,10 @@ async def _look(target: RunTarget, parsed: Any, options: ConnectOptions) -> RunR
         jobs, table = await asyncio.gather(client.jobs(), client.node_table())
         slurm_job = connection.slurm
         running = newest_running(jobs)
-        step = await _last_step(client, running) if running is not None else None
+        step = None
+        if running is not None:  # a driver log of gigabytes must not cost the row: its step is a bonus
+            with contextlib.suppress(asyncio.TimeoutError):
+                step = await asyncio.wait_for(_last_step(client, running), STEP_TIMEOUT)
     now = time.time()
     nodes = table.rows
     alive = [n for n in nodes if n.state == "ALIVE"]

@@ -68,7 +68,10 @@ class AlertFeed:
             for key, entry in state.doctor.watches.items()
         }
         metrics = state.metrics
-        nonfinite = {metrics.job.key: metrics.alarms} if metrics.job is not None and metrics.alarms else {}
+        followed = metrics.job
+        # Only a running job's: an ended job browsed on the Metrics screen is history, not news.
+        running = followed is not None and not followed.terminal and metrics.alarms
+        nonfinite = {followed.key: metrics.alarms} if running and followed is not None else {}
         seen = Observation(
             jobs=snapshot.jobs,
             nodes=snapshot.nodes,
