@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import BIN, Row, ratio
+from common import BIN, Row, ratio, rss_mib
 
 from cockpit.core.local.record import LocalCluster, token_file
 
@@ -38,14 +38,6 @@ def _tree_cpu(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as fh:
         fields = fh.read().rsplit(") ", 1)[1].split()
     return sum(int(fields[i]) for i in (11, 12, 13, 14)) / TICK
-
-
-def _rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def _demo_job(env: dict[str, str]) -> str:
@@ -101,9 +93,9 @@ def run(cluster: LocalCluster, state_dir: Path, quick: bool) -> tuple[dict[str, 
             )  # fmt: skip
             try:
                 time.sleep(SETTLE_S)
-                rss_start = _rss_mib(alerts.pid)
+                rss_start = rss_mib(pid=alerts.pid)
                 percent = _window({"alerts": alerts.pid, "loop": baseline.pid}, window)
-                rss_end = _rss_mib(alerts.pid)
+                rss_end = rss_mib(pid=alerts.pid)
             finally:
                 _stop(alerts)
                 _stop(baseline)

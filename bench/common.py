@@ -80,10 +80,11 @@ def tail(values: list[float]) -> dict[str, float]:
     }
 
 
-def rss_mib(field: str = "VmRSS") -> float:
-    """This process's resident memory now (VmRSS), or its peak (`VmHWM`: this program's own, unlike
-    `ru_maxrss`, which after fork and exec keeps the parent's), in MiB; NaN where /proc does not say."""
-    with open("/proc/self/status") as fh:
+def rss_mib(field: str = "VmRSS", pid: int | str = "self") -> float:
+    """A process's resident memory now (VmRSS), or its peak (`VmHWM`: this program's own, unlike
+    `ru_maxrss`, which after fork and exec keeps the parent's), in MiB; NaN where /proc does not say.
+    PID: another process (default this one)."""
+    with open(f"/proc/{pid}/status") as fh:
         for line in fh:
             if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import BIN, PYTHON, REPO, Row, Stats, cpu_clock_seconds, ratio
+from common import BIN, PYTHON, REPO, Row, Stats, cpu_clock_seconds, ratio, rss_mib
 from terminal import Terminal, quit_app, start
 
 NAME = "idle_cpu"
@@ -31,14 +31,6 @@ def _cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as fh:
         fields = fh.read().rsplit(") ", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime: fields 14 and 15
-
-
-def _rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 COUNTERS = {"stat": _cpu_seconds, "clock": cpu_clock_seconds}
@@ -90,9 +82,9 @@ def run(state_dir: Path, nodes: int, quick: bool) -> tuple[dict[str, Any], list[
             started[key] = start(f"cockpit-bench-{key}-{os.getpid()}", command, ready, pattern)
         time.sleep(SETTLE_S)
         pids = {key: pid for key, (_term, pid) in started.items()}
-        rss_start = {key: _rss_mib(pid) for key, pid in pids.items()}
+        rss_start = {key: rss_mib(pid=pid) for key, pid in pids.items()}
         percent, slices = _sample(pids, window)
-        rss_end = {key: _rss_mib(pid) for key, pid in pids.items()}
+        rss_end = {key: rss_mib(pid=pid) for key, pid in pids.items()}
         quit_s = {key: quit_app(term, pid) for key, (term, pid) in started.items()}
     finally:
         for term, _pid in started.values():

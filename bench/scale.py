@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from common import BIN, PYTHON, REPO, Row, cpu_clock_seconds, ratio
+from common import BIN, PYTHON, REPO, Row, cpu_clock_seconds, ratio, rss_mib
 from terminal import Terminal, quit_app, start
 
 from cockpit.ui.feeds import cluster as cluster_feed
@@ -190,14 +190,6 @@ def gpu_window(nodes: int) -> float:
     return min(150.0, max(60.0, 6 * period))
 
 
-def _rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def _cockpit(url: str, state_dir: Path, tag: str) -> tuple[Terminal, int]:
     # This checkout's cockpit, whichever the virtualenv's entry point would find.
     env = f"COCKPIT_STATE_DIR={shlex.quote(str(state_dir))} PYTHONPATH={shlex.quote(str(REPO))}"
@@ -223,11 +215,11 @@ def cockpit_load(url: str, nodes: int, state_dir: Path) -> dict[str, Any]:
         on_cluster = measure(url, window)
         cpu = 100 * (cpu_clock_seconds(pid) - cpu0) / (time.monotonic() - t0)
         on_cluster["cockpit_cpu_percent_of_core"] = cpu
-        on_cluster["cockpit_rss_mib"] = _rss_mib(pid)
+        on_cluster["cockpit_rss_mib"] = rss_mib(pid=pid)
         _wait_screen(term, "2", "2 GPUs")
         time.sleep(SETTLE_S)
         on_gpus = measure(url, gpu_window(nodes))
-        on_gpus["cockpit_rss_mib"] = _rss_mib(pid)
+        on_gpus["cockpit_rss_mib"] = rss_mib(pid=pid)
         quit_s = quit_app(term, pid, timeout=60)
     finally:
         term.close()
@@ -245,7 +237,7 @@ def memory(state_dir: Path, quick: bool) -> dict[str, Any]:
                 _wait_screen(term, key, needle, 180)
                 time.sleep(5)
             time.sleep(SETTLE_S)
-            first = _rss_mib(pid)
+            first = rss_mib(pid=pid)
             sent_before = _get(f"{url}/__stats")["endpoints"]
             _get(f"{url}/__control?add_log_lines={9 * lines}&churn=1")
             deadline = time.monotonic() + (240 if quick else 600)
@@ -259,7 +251,7 @@ def memory(state_dir: Path, quick: bool) -> dict[str, Any]:
                 _wait_screen(term, key, needle, 180)
                 time.sleep(5)
             time.sleep(SETTLE_S)
-            after = _rss_mib(pid)
+            after = rss_mib(pid=pid)
             stats = _get(f"{url}/__stats")
             quit_app(term, pid, timeout=60)
         finally:
