@@ -100,12 +100,7 @@ def alerts(args: argparse.Namespace) -> int:
     watch_settings = WatchSettings(
         interval=settings.interval,
         remind_every=settings.remind_every,
-        thresholds=Thresholds(
-            pending_after=settings.pending_after,
-            walltime_under=settings.walltime_under,
-            unreachable_after=settings.unreachable_after,
-            off=settings.off,
-        ),
+        thresholds=Thresholds.of(settings),
         hang_after=config.hang_after,
         hang_override=override,
         profile_dirs=config.profile_dirs,

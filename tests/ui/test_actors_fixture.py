@@ -16,6 +16,7 @@ from typing import Any
 from rich.cells import cell_len
 from rich.console import Console
 from textual import events
+from textual.app import App
 from textual.widgets import Input
 
 from cockpit.core.actors.listing import ActorQuery, actor_list
@@ -150,7 +151,7 @@ async def settled_text(pilot: Any, app: CockpitApp, tries: int = 50) -> str:
     return last
 
 
-def screen_text(app: CockpitApp) -> str:
+def screen_text(app: App[Any]) -> str:
     """The whole screen as plain text, as the terminal would show it (the status bar's clock masked)."""
     width, height = app.size
     console = Console(width=width, height=height, file=io.StringIO(), record=True, force_terminal=True)

@@ -4,14 +4,12 @@ snapshots); Enter ends the list with the chosen target; hostile text stays text.
 
 from __future__ import annotations
 
-import io
 import re
-
-from rich.console import Console
 
 from cockpit.core.runs.overview import RunRow
 from cockpit.ui.runs import RunsApp
 from tests.harness.snapshots import check_snapshot
+from tests.ui.test_actors_fixture import screen_text
 
 DEAD = "node gpu-017 (5f1c2a9e) is DEAD: health check failed"
 WALLTIME = "slurm job 4117 reaches its time limit in 25m00s"
@@ -29,13 +27,6 @@ ROWS = [
     RunRow("slurm:4120", "slurm", "queued", QUEUED),
     RunRow("head-node", "config", "unreachable", "ssh head-node: connection refused [bold]x[/bold]\x1b[31m"),
 ]  # fmt: skip
-
-
-def screen_text(app: RunsApp) -> str:
-    width, height = app.size
-    console = Console(width=width, height=height, file=io.StringIO(), record=True, force_terminal=True)
-    console.print(app.screen._compositor.render_update(full=True))
-    return console.export_text(styles=False)
 
 
 async def test_the_runs_list_at_80x24_and_200x50_and_enter_opens_the_chosen_target() -> None:

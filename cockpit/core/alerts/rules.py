@@ -22,6 +22,7 @@ from cockpit.core.units import duration
 
 if TYPE_CHECKING:
     from cockpit.core.actors.pending import PendingReport
+    from cockpit.core.config.settings import AlertSettings
     from cockpit.core.doctor.hang import Verdict
     from cockpit.core.memory.report import OomKill
     from cockpit.core.metrics.series import NonFinite
@@ -72,6 +73,16 @@ class Thresholds:
     unreachable_after: float = 120.0
     off: frozenset[str] = frozenset()
     """Rule ids turned off."""
+
+    @classmethod
+    def of(cls, settings: AlertSettings) -> Thresholds:
+        """The thresholds the config's `alerts:` sets (the TUI and `cockpit alerts` read them alike)."""
+        return cls(
+            pending_after=settings.pending_after,
+            walltime_under=settings.walltime_under,
+            unreachable_after=settings.unreachable_after,
+            off=settings.off,
+        )
 
 
 @dataclass(frozen=True)

@@ -44,12 +44,7 @@ class AlertFeed:
         self.state = state
         settings = state.config.alerts
         self.settings = settings
-        self.thresholds = Thresholds(
-            pending_after=settings.pending_after,
-            walltime_under=settings.walltime_under,
-            unreachable_after=settings.unreachable_after,
-            off=settings.off,
-        )
+        self.thresholds = Thresholds.of(settings)
         self.book = AlertBook(state.target.raw, settings.remind_every)
         self.sink: CommandSink | None = None
         self._tmux: bool | None = None
