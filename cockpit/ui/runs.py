@@ -84,7 +84,7 @@ class RunsApp(App[str | None]):
     BINDINGS = [
         Binding("enter", "open", "open", show=False),
         Binding("r", "refresh", "look again", show=False),
-        Binding("q,escape", "quit_list", "quit", show=False),
+        Binding("q,escape,ctrl+c", "quit_list", "quit", show=False, priority=True),
     ]
 
     def __init__(

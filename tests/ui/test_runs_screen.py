@@ -59,3 +59,7 @@ async def test_q_ends_the_list_with_nothing_chosen_and_no_target_says_how_to_get
         assert "no targets: `cockpit local up`" in screen_text(app)
         await pilot.press("q")
     assert app.return_value is None
+    app = RunsApp(rows=ROWS)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("ctrl+c")  # as q: nothing chosen
+    assert app.return_value is None and app.return_code == 0
