@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING
 import pytest
 
 from cockpit.core.jobs import profiles
-from tests.harness.cluster import FAST_HEALTH_CHECKS, QUIET_LOG_MONITORS, ClusterHandle, running_cluster
+from tests.harness.cluster import (
+    FAST_HEALTH_CHECKS,
+    NO_PRESTART,
+    QUIET_LOG_MONITORS,
+    ClusterHandle,
+    running_cluster,
+)
 from tests.harness.cpu_ledger import CpuLedger
 from tests.harness.cpu_ledger import start as ledger_start
 from tests.harness.properties import load_suite_profile
@@ -29,7 +35,10 @@ if TYPE_CHECKING:  # (the harness modules that import Ray or Textual load only w
     from tests.harness.sshd import SshServer
 
 load_suite_profile()
-for _name, _value in QUIET_LOG_MONITORS.items():  # every Ray the tests start, in any process or host
+for _name, _value in {
+    **QUIET_LOG_MONITORS,
+    **NO_PRESTART,
+}.items():  # every Ray the tests start, in any process or host
     os.environ.setdefault(_name, _value)
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "ray-2.60-samples"
@@ -87,12 +96,20 @@ def demo_job(ray_cluster: ClusterHandle) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def finished_demo(ray_cluster: ClusterHandle) -> FinishedRun:
     """One short run of the demo profile, followed to its end once for the session: the CLI, metrics and
-    watch tests read the same finished job (each run starts 8 actors)."""
+    watch tests read the same finished job. One RolloutWorker (`rollout_workers=1`): five actors, not
+    eight; what these tests read is the driver's step lines."""
     from tests.harness.run import FinishedRun, run_cockpit
 
     steps = 6
     done = run_cockpit(
-        "submit", "local", "demo", f"steps={steps}", "step_seconds=0.2", "--follow", timeout=240
+        "submit",
+        "local",
+        "demo",
+        f"steps={steps}",
+        "step_seconds=0.2",
+        "rollout_workers=1",
+        "--follow",
+        timeout=240,
     )
     assert done.returncode == 0, done.stderr + done.stdout[-2000:]
     found = re.search(r"^submitted (\S+)$", done.stdout, re.MULTILINE)

@@ -8,9 +8,11 @@ actor prints to its own log. Everything sleeps most of the time: the demo must s
 
 Run as a Ray job entrypoint: `python -m cockpit.demo.trainer --steps 120`.
 Environment knobs (set by the profiles): DEMO_STEPS, DEMO_STEP_SECONDS, DEMO_CRASH_AT_STEP,
-DEMO_HANG_AT_STEP (the `demo-hang` profile: at that step RolloutWorker_0 blocks in `wait_for_weights_sync`
-for good while the other RolloutWorkers wait for it in `all_gather_weights`, and the driver waits for them:
-the hang the run doctor is for).
+DEMO_HANG_AT_STEP (the `demo-hang` profile: at that step RolloutWorker_0 blocks in
+`wait_for_weights_sync` for good while the other RolloutWorkers wait for it in `all_gather_weights`, and
+the driver waits for them: the hang the run doctor is for), DEMO_ROLLOUT_WORKERS (4 by default; each
+actor is a Python process of its own, about 2 s of CPU to start, so `rollout_workers=1` is a lighter run
+of the same roles).
 """
 
 from __future__ import annotations
@@ -146,9 +148,14 @@ def main() -> None:
     parser.add_argument("--crash-at-step", type=int, default=int(os.environ.get("DEMO_CRASH_AT_STEP", "0")))
     parser.add_argument("--hang-at-step", type=int, default=int(os.environ.get("DEMO_HANG_AT_STEP", "0")))
     parser.add_argument("--prompts", type=int, default=64)
+    parser.add_argument(
+        "--rollout-workers", type=int, default=int(os.environ.get("DEMO_ROLLOUT_WORKERS", "4"))
+    )
     # Hydra-style `steps=3` overrides (what `cockpit submit ... KEY=VALUE` appends) work like --steps=3.
     argv = [f"--{a.replace('_', '-')}" if "=" in a and not a.startswith("-") else a for a in sys.argv[1:]]
     args = parser.parse_args(argv)
+    if args.rollout_workers < 1:
+        parser.error("--rollout-workers: at least 1")
 
     ray.init()
     gpus = ray.available_resources().get("GPU", 0.0)
@@ -159,12 +166,12 @@ def main() -> None:
     print(f"demo trainer: {len(ray.nodes())} nodes, {gpus:g} GPUs, {args.steps} steps", flush=True)
     trainer = _spawn(PolicyTrainer, "PolicyTrainer", trainer_gpu)
     barrier_class: Any = WeightsBarrier
-    barrier = barrier_class.remote(4) if args.hang_at_step else None
+    barrier = barrier_class.remote(args.rollout_workers) if args.hang_at_step else None
     rollouts = [
         _spawn(
             RolloutWorker, f"RolloutWorker_{i}", shared_gpu, i, args.crash_at_step, args.hang_at_step, barrier
         )
-        for i in range(4)
+        for i in range(args.rollout_workers)
     ]
     reference = _spawn(ReferencePolicy, "ReferencePolicy", shared_gpu)
     critic = _spawn(Critic, "Critic", shared_gpu)
@@ -172,7 +179,9 @@ def main() -> None:
 
     for step in range(1, args.steps + 1):
         started = time.monotonic()
-        shards = ray.get([w.generate.remote(step, args.prompts // 4) for w in rollouts])
+        shards = ray.get(
+            [w.generate.remote(step, max(1, args.prompts // args.rollout_workers)) for w in rollouts]
+        )
         kl, _value, _score = ray.get(
             [
                 reference.log_probs.remote(step),

@@ -31,6 +31,13 @@ running two demo jobs: its three monitors 13.6 CPU-s before, 3.9 after; in a who
 before (docs/testing.md). Set for every Ray the tests start (tests/conftest.py), the old versions' too;
 Ray reads both at the monitor's start."""
 
+NO_PRESTART = {"RAY_prestart_worker_first_driver": "0"}
+"""When the first driver connects, each raylet starts two idle Python workers ahead of need (Ray's
+`prestart_worker_first_driver`, on by default: it saves a task's first start). The jobs the tests run
+want actors, which get workers of their own, so those two are started and never used: about 5 CPU-s per
+cluster that runs a job (a 3-node cluster's first demo run: 11 workers started, 9 with this off; later
+runs 9 either way). Set for every Ray the tests start, like QUIET_LOG_MONITORS."""
+
 
 @dataclass
 class ClusterHandle:

@@ -161,6 +161,7 @@ def demo_crash_job(cluster: ClusterHandle, crash_at_step: int = 3) -> Iterator[C
     request = profiles.render(profile, submission_id=submission_id)
     env = request["runtime_env"]["env_vars"]
     env.update({"DEMO_CRASH_AT_STEP": str(crash_at_step), "DEMO_STEP_SECONDS": "0.3", "DEMO_STEPS": "1000"})
+    env["DEMO_ROLLOUT_WORKERS"] = "1"  # rank 0 crashes; the other ranks would be three more processes
     assert env.get("RAY_DEBUG_POST_MORTEM") == "1", "the demo-crash profile must turn post-mortem on"
     job = _submit(cluster, request)
     try:

@@ -77,9 +77,7 @@ class Relay:
 
 
 @asynccontextmanager
-async def relay(
-    url: str, bytes_per_second: float | None = None, delay: float = 0.0
-) -> AsyncIterator[Relay]:
+async def relay(url: str, bytes_per_second: float | None = None, delay: float = 0.0) -> AsyncIterator[Relay]:
     """A relay to `url` (http://host:port, or tcp://host:port for any TCP service); its answers come at most
     at `bytes_per_second` if given; with `delay`, every byte each way arrives that many seconds late."""
     target = urlsplit(url)

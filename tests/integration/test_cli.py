@@ -99,7 +99,7 @@ def test_submit_follow_runs_a_short_demo_to_success(finished_demo: FinishedRun) 
 
 
 def test_stop_from_the_command_line(ray_cluster: ClusterHandle) -> None:
-    submitted = cockpit("submit", "local", "demo")
+    submitted = cockpit("submit", "local", "demo", "rollout_workers=1")
     assert submitted.returncode == 0, submitted.stderr
     submission_id = submitted.stdout.split()[-1]
     stopped = cockpit("stop", "local", submission_id)

@@ -182,8 +182,10 @@ async def test_fault_link_cut_during_logs_follow_and_the_tui(multihost: MultiHos
             async with app.run_test(size=(120, 36)):
                 phases = asyncio.ensure_future(watch_phases(app, tui))
                 await wait_for(
-                    lambda: app.state.snapshot is not None
-                    and any(j.key == job_id and j.driver_node_id for j in app.state.snapshot.jobs),
+                    lambda: (
+                        app.state.snapshot is not None
+                        and any(j.key == job_id and j.driver_node_id for j in app.state.snapshot.jobs)
+                    ),
                     90,
                     "the TUI to list the job",
                 )
@@ -191,8 +193,10 @@ async def test_fault_link_cut_during_logs_follow_and_the_tui(multihost: MultiHos
                 job = next(j for j in app.state.snapshot.jobs if j.key == job_id)
                 reader = app.driver_logs.join(job, tui.took, since=START, said=tui.tell)
                 await wait_for(
-                    lambda: len(numbered((tmp_path / "cli.out").read_text())) > 20
-                    and len(numbered(tui.data.decode())) > 20,
+                    lambda: (
+                        len(numbered((tmp_path / "cli.out").read_text())) > 20
+                        and len(numbered(tui.data.decode())) > 20
+                    ),
                     60,
                     "both followers to show lines",
                 )
@@ -304,8 +308,10 @@ async def test_fault_one_worker_host_partitioned_mid_job(multihost: MultiHost, t
         try:
             async with app.run_test(size=(160, 40)):
                 await wait_for(
-                    lambda: app.state.snapshot is not None
-                    and sum(n.alive for n in app.state.snapshot.nodes) == len(cluster.ray_hosts),
+                    lambda: (
+                        app.state.snapshot is not None
+                        and sum(n.alive for n in app.state.snapshot.nodes) == len(cluster.ray_hosts)
+                    ),
                     90,
                     "every node alive in the TUI",
                 )
@@ -499,9 +505,11 @@ async def test_fault_dashboard_killed_then_the_whole_head_restarted(multihost: M
     app.notify = notify  # type: ignore[method-assign]
     async with app.run_test(size=(160, 40)):
         await wait_for(
-            lambda: app.state.snapshot is not None
-            and any(j.key == old_job for j in app.state.snapshot.jobs)
-            and app.state.info is not None,
+            lambda: (
+                app.state.snapshot is not None
+                and any(j.key == old_job for j in app.state.snapshot.jobs)
+                and app.state.info is not None
+            ),
             90,
             "the TUI to show the old session's job",
         )
@@ -523,16 +531,20 @@ async def test_fault_dashboard_killed_then_the_whole_head_restarted(multihost: M
         await asyncio.to_thread(cluster.restart_head)
         back_at = time.monotonic()
         await wait_for(
-            lambda: app.state.connection.phase == "connected"
-            and app.state.info is not None
-            and app.state.info.session_name != old_session,
+            lambda: (
+                app.state.connection.phase == "connected"
+                and app.state.info is not None
+                and app.state.info.session_name != old_session
+            ),
             120,
             "the TUI to show the new session",
         )
         recovered = time.monotonic() - back_at
         await wait_for(
-            lambda: app.state.snapshot is not None
-            and sum(n.alive for n in app.state.snapshot.nodes) == len(cluster.ray_hosts),
+            lambda: (
+                app.state.snapshot is not None
+                and sum(n.alive for n in app.state.snapshot.nodes) == len(cluster.ray_hosts)
+            ),
             60,
             "every node of the new session",
         )

@@ -25,7 +25,7 @@ from tests.harness.terminal import Terminal
 
 pytestmark = [pytest.mark.slurm, pytest.mark.ssh]
 
-DEMO = ("demo", "steps=400", "step_seconds=0.5")
+DEMO = ("demo", "steps=400", "step_seconds=0.5", "rollout_workers=1")
 """The demo profile, long enough to still run while a test looks at it (cancelled at the end)."""
 
 

@@ -146,6 +146,7 @@ async def test_the_demo_submit_uploads_once_and_never_submits_twice(
 ) -> None:
     from cockpit.cli.tui import submit_demo_job
     from cockpit.core.jobs import profiles
+
     code = tmp_path / "code"
     code.mkdir()
     # Content unique to this run: the package is named by its content, and the session cluster keeps it.

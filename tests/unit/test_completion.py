@@ -135,7 +135,7 @@ def test_zsh_completes_in_a_real_terminal(shell_env: dict[str, str], tmp_path: P
     try:
         exports = " ".join(f"{k}={shlex.quote(shell_env[k])}" for k in ("HOME", "PATH", "XDG_CONFIG_HOME"))
         term.type(f"cd {tmp_path / 'work'} && env {exports} zsh -f", "Enter")
-        term.type("autoload -Uz compinit && compinit -u && eval \"$(cockpit completion zsh)\"", "Enter")
+        term.type('autoload -Uz compinit && compinit -u && eval "$(cockpit completion zsh)"', "Enter")
         term.type("echo zsh-ready", "Enter")
         term.wait_for(lambda s: "\nzsh-ready" in s, timeout=60)
         term.type("clear", "Enter")
@@ -257,7 +257,7 @@ def test_ssh_hosts_leave_out_patterns_and_follow_includes(
 ) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / ".ssh").mkdir()
-    (tmp_path / ".ssh" / "extra").write_text("Host from-include\nHost \"quoted name\" plain\n")
+    (tmp_path / ".ssh" / "extra").write_text('Host from-include\nHost "quoted name" plain\n')
     config = tmp_path / ".ssh" / "config"
     config.write_text(
         "Host a b?c *.x !neg\n"

@@ -142,9 +142,7 @@ def test_an_actor_restarting_after_its_host_died_is_named_with_why_it_cannot_com
 ) -> None:
     """A restartable actor pinned to a host (`node:<IP>`) whose host was lost: RESTARTING, and no alive
     node offers that resource, so it waits for the host to come back (the killed-host fault)."""
-    pinned = ActorRow(
-        "b" * 32, "Beat", "", "RESTARTING", "04000000", "", None, 1, {"node:10.231.7.12": 0.01}
-    )
+    pinned = ActorRow("b" * 32, "Beat", "", "RESTARTING", "04000000", "", None, 1, {"node:10.231.7.12": 0.01})
     report = pending_report([pinned], [], nodes(samples_dir), usage(samples_dir), "")
     assert report.stuck
     (line,) = report.lines()

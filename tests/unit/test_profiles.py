@@ -36,10 +36,7 @@ def test_secrets_are_masked_for_display(tmp_path: Path, monkeypatch: pytest.Monk
     )
     profile = profiles.load(path)
     shown = profiles.render(profile, mask=True)
-    assert (
-        "s3cr3t-value" not in repr(shown)
-        and shown["runtime_env"]["env_vars"]["WANDB_API_KEY"] == MASK
-    )
+    assert "s3cr3t-value" not in repr(shown) and shown["runtime_env"]["env_vars"]["WANDB_API_KEY"] == MASK
     assert profiles.render(profile)["runtime_env"]["env_vars"]["WANDB_API_KEY"] == "s3cr3t-value"
 
 

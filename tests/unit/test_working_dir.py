@@ -118,6 +118,7 @@ def test_upload_over_the_cap_is_refused_by_check_and_zip(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from cockpit.core.jobs import working_dir
+
     code = tree(tmp_path / "code", {"a.bin": "x" * 600, "b.bin": "x" * 600, ".git/big": "x" * 5000})
     monkeypatch.setattr(working_dir, "MAX_UPLOAD_BYTES", 1000)
     path = tmp_path / "p.yaml"
