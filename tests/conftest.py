@@ -406,7 +406,9 @@ def multihost(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MultiHost]:
             f"multi-host cluster on {cluster.subnet}.0/24 started: {timings} "
             f"({cluster.start_cpu_seconds:.0f} CPU-s in its hosts' processes)"
         )
-        _SUMMARY_LINES.append(f"multi-host cluster: {cluster.netem_reason}")
+        _SUMMARY_LINES.append(
+            f"multi-host cluster: {cluster.netem_reason}; packet loss: {cluster.loss_reason}"
+        )
         yield cluster
     left = leftovers(cluster.prefix)
     assert not left, f"the multi-host cluster left {left}"

@@ -38,6 +38,8 @@ What a test reaches (all on `MultiHost`):
   `job_logs(id)`, `dashboard_pid()`, `logins(host)` (where each SSH login its sshd accepted came from).
 * faults: `cut_link`/`restore_link` (`link_cut`), `slow_link`/`clear_slow_link` (tc netem; where the kernel
   has none, `netem_available` is False, `netem_reason` says why and `slow_link` raises NetemUnavailable),
+  `drop_packets`/`clear_drops` (random loss with nftables inside the host's namespace, where tc netem is
+  missing: `loss_available`, `loss_reason`),
   `stop_sshd`/`start_sshd`, `change_host_key` (then `trust_host_keys` to make it whole), `kill_host`/
   `start_host`, `stop_ray` (a host's Ray alone), `kill_dashboard`, `restart_head(workers=True)` (a new Ray
   session at the same address, the workers joined again).
@@ -61,6 +63,7 @@ import contextlib
 import json
 import os
 import pwd
+import re
 import shutil
 import signal
 import subprocess
@@ -118,8 +121,39 @@ a machine loaded by other tests can make it miss (the agent's imports are second
 """Environment of every Ray process of the harness: a dead host is DEAD in ~3 s (`FAST_HEALTH_CHECKS`)."""
 
 
+RULES_TO_DROP = """table inet {table} {{
+    chain incoming {{
+        type filter hook input priority 0; policy accept;
+        {match}counter drop
+    }}
+    chain outgoing {{
+        type filter hook output priority 0; policy accept;
+        {match}counter drop
+    }}
+}}
+"""
+"""Each packet in and out dropped where MATCH holds (`loss_match`)."""
+
+
+def loss_match(percent: float) -> str:
+    """The nftables match for PERCENT of the packets at random: a number of 0-9,999 below 100 for 1 %."""
+    below = round(percent * 100)
+    return "" if below >= 10_000 else f"numgen random mod 10000 < {max(0, below)} "
+
+
+def _nft_program() -> str | None:
+    """nftables' `nft` (in /usr/sbin, which a user's PATH may lack), or None."""
+    return shutil.which("nft") or next(
+        (p for p in ("/usr/sbin/nft", "/sbin/nft") if os.access(p, os.X_OK)), None
+    )
+
+
 class NetemUnavailable(RuntimeError):
     """The kernel has no `sch_netem`: delay and loss cannot be made here (`MultiHost.netem_reason`)."""
+
+
+LOSS_TABLE = "cockpit_loss"
+"""The nftables table `drop_packets` makes inside a host's namespace (gone with the namespace)."""
 
 
 @dataclass(eq=False)
@@ -192,6 +226,8 @@ class MultiHost:
         sshd listens), `ray` (from then until every node is ALIVE and named), `total`."""
         self.netem_available = False
         self.netem_reason = "not checked yet"
+        self.loss_available = False
+        self.loss_reason = "not checked yet"
         self._workers = workers
         self._closed = False
         self._close_lock = threading.RLock()
@@ -405,6 +441,35 @@ class MultiHost:
         for dev, ns in ((host.veth, None), ("eth0", host.netns)):
             self._tc(ns, "qdisc", "del", "dev", dev, "root", check=False)
 
+    def drop_packets(self, host: Host, percent: float) -> None:
+        """Drop PERCENT of the packets HOST's processes send and receive (its sshd, the connections it
+        makes for a jump), at random, with nftables inside HOST's namespace: loss without tc netem. Only
+        the harness's own namespace is touched; the table goes with it. Raises RuntimeError where
+        `loss_available` is False."""
+        if not self.loss_available:
+            raise RuntimeError(self.loss_reason)
+        self._nft(host.netns, RULES_TO_DROP.format(table=LOSS_TABLE, match=loss_match(percent)))
+
+    def dropped(self, host: Host) -> int:
+        """Packets `drop_packets` has dropped on HOST so far (its rules' counters), 0 without the table."""
+        done = subprocess.run(
+            ["ip", "netns", "exec", host.netns, _nft_program() or "nft", "list", "table", "inet", LOSS_TABLE],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return sum(int(n) for n in re.findall(r"counter packets (\d+)", done.stdout))
+
+    def clear_drops(self, host: Host) -> None:
+        self._nft(host.netns, f"delete table inet {LOSS_TABLE}\n", check=False)
+
+    @staticmethod
+    def _nft(ns: str, rules: str, check: bool = True) -> None:
+        command = ["ip", "netns", "exec", ns, _nft_program() or "nft", "-f", "-"]
+        done = subprocess.run(command, input=rules, capture_output=True, text=True, check=False)
+        if check and done.returncode != 0:
+            raise RuntimeError(f"nft in {ns}: {done.stderr.strip() or f'exit {done.returncode}'}")
+
     def stop_sshd(self, host: Host) -> None:
         """HOST's sshd gone, with every connection to it (its other processes run on)."""
         process = host.sshd
@@ -552,6 +617,7 @@ class MultiHost:
             self.hosts[name] = host
             self._make_namespace(host)
         self._check_netem()
+        self._check_loss()
         generate_key(self.client_key, f"multihost-login@{self.user}")
         for host in self.hosts.values():
             host.root.mkdir(parents=True, exist_ok=True)
@@ -627,8 +693,25 @@ class MultiHost:
             why = probe.stderr.strip() or f"tc exited {probe.returncode}"
             self.netem_available = False
             self.netem_reason = (
-                f"tc netem is not available on this kernel ({why}); delay and loss tests skipped"
+                f"tc netem is not available on this kernel ({why}): the slow link's delay comes from a "
+                "relay on the login side, its loss from nftables where `nft` is installed"
             )
+
+    def _check_loss(self) -> None:
+        if _nft_program() is None:
+            self.loss_reason = "no `nft` here (Debian's nftables): packet loss tests without it"
+            return
+        try:
+            self._probe_loss()
+        except RuntimeError as exc:
+            self.loss_reason = f"nftables does not work in a namespace here ({exc})"
+        else:
+            self.loss_available, self.loss_reason = True, "nftables available"
+
+    def _probe_loss(self) -> None:
+        """The loss table made (dropping nothing) and removed in the jump host's namespace."""
+        self._nft(self.jump.netns, RULES_TO_DROP.format(table=LOSS_TABLE, match=loss_match(0)))
+        self._nft(self.jump.netns, f"delete table inet {LOSS_TABLE}\n")
 
     @staticmethod
     def _tc(ns: str | None, *args: str, check: bool = True) -> None:

@@ -656,8 +656,10 @@ def restore_host_key(cluster: MultiHost, host: Host, public_key: str) -> None:
     cluster.start_sshd(host)
 
 
-SLOW_LINK = "login-to-jump link at 200 ms each way and 1 % loss (tc netem; no loss where it is missing)"
-SLOW_LINK_WITHOUT_NETEM = "login-to-jump link at 200 ms each way (no loss: no tc netem here)"
+SLOW_LINK = "login-to-jump link at 200 ms each way and 1 % loss"
+SLOW_LINK_WITHOUT_NETEM = (
+    "login-to-jump link at 200 ms each way (no loss: neither tc netem nor nftables here)"
+)
 DELAY_S = 0.2
 
 
@@ -678,7 +680,8 @@ async def test_fault_a_slow_lossy_link_between_login_and_head(multihost: MultiHo
     """200 ms each way and 1 % loss between the login side and the jump host (the path to the head):
     the TUI's screens answer keys at once, and no poll is asked again while its last answer is under
     way (at most one request of each kind in flight, every screen shown). Where the kernel has no
-    `tc netem`, the delay comes from a relay on the login side (no loss then), and the figure says so."""
+    `tc netem`, the delay comes from a relay on the login side and the loss from nftables in the jump
+    host's namespace (neither where `nft` is missing too), and the figure says which."""
     cluster = multihost
     async with contextlib.AsyncExitStack() as stack:
         if cluster.netem_available:
@@ -687,10 +690,19 @@ async def test_fault_a_slow_lossy_link_between_login_and_head(multihost: MultiHo
             cluster.slow_link(cluster.jump, delay_ms=200, loss_percent=1.0)
             stack.callback(cluster.clear_slow_link, cluster.jump)
         else:
-            how = f"a relay on the login side, 200 ms each way, no loss ({cluster.netem_reason})"
             link = await stack.enter_async_context(relay(f"tcp://{cluster.jump.ip}:22", delay=DELAY_S))
             port = int(link.url.rsplit(":", 1)[1])
             options = connect_options(cluster, through_relay(cluster, tmp_path, port))
+            if cluster.loss_available:
+                how = (
+                    "a relay on the login side, 200 ms each way, and 1 % of the jump host's packets in "
+                    f"and out dropped by nftables in its namespace ({cluster.netem_reason})"
+                )
+                cluster.drop_packets(cluster.jump, 1.0)
+                stack.callback(cluster.clear_drops, cluster.jump)
+            else:
+                why = f"{cluster.netem_reason}; {cluster.loss_reason}"
+                how = f"a relay on the login side, 200 ms each way, no loss ({why})"
         app = CockpitApp(parse_target(cluster.target), options)
         started = time.monotonic()
         async with app.run_test(size=(160, 40)) as pilot:
@@ -705,18 +717,24 @@ async def test_fault_a_slow_lossy_link_between_login_and_head(multihost: MultiHo
                     await asyncio.sleep(2.0)
             piled = piled_up(await app.cluster_feed.dashboard())
             phase = app.state.connection.phase
+            dropped = cluster.dropped(cluster.jump) if cluster.loss_available else 0
     assert not piled, piled
     assert phase == "connected"
     record(
         Figure(
             key="6-slow-link",
-            fault=SLOW_LINK if cluster.netem_available else SLOW_LINK_WITHOUT_NETEM,
+            fault=SLOW_LINK if cluster.netem_available or cluster.loss_available else SLOW_LINK_WITHOUT_NETEM,
             user_sees=f"the TUI connected and polling; screens switch in {max(keys) * 1000:.0f} ms at most; "
             "at most 1 request of each kind in flight",
             notice_s=None,
             recover_s=None,
             lines_lost=None,
             notes=f"slowed by {how}; the first poll's answer {first:.1f} s after start; "
-            f"{len(keys)} screen switches over {len(keys) * 2} s",
+            f"{len(keys)} screen switches over {len(keys) * 2} s"
+            + (
+                f"; {dropped} packets dropped"
+                if cluster.loss_available and not cluster.netem_available
+                else ""
+            ),
         )
     )

@@ -159,3 +159,11 @@ def test_the_faults_cut_a_link_stop_sshd_and_change_a_host_key(multihost: MultiH
     if not cluster.netem_available:
         with pytest.raises(NetemUnavailable):
             cluster.slow_link(worker, delay_ms=200, loss_percent=1)
+    if cluster.loss_available:  # every packet of the worker's dropped: nothing reaches it, then all does
+        cluster.drop_packets(worker, 100.0)
+        try:
+            assert not reaches()
+            assert cluster.dropped(worker) > 0
+        finally:
+            cluster.clear_drops(worker)
+        assert reached() and cluster.dropped(worker) == 0
