@@ -29,6 +29,7 @@ import actor_list_head
 import actor_table
 import alerts_idle
 import cluster_status
+import first_screen
 import gpu_view
 import idle_cpu
 import log_ingest
@@ -55,8 +56,17 @@ BENCHES = (
     "metrics_parse",
     "scale",
     "alerts_idle",
+    "first_screen",
 )
-CLUSTER_BENCHES = {"cluster_status", "tunnel", "idle_cpu", "stacks", "actor_list_head", "alerts_idle"}
+CLUSTER_BENCHES = {
+    "cluster_status",
+    "tunnel",
+    "idle_cpu",
+    "stacks",
+    "actor_list_head",
+    "alerts_idle",
+    "first_screen",
+}
 """Those that run on the local cluster; the tunnel and actor-list benchmarks need only 1 node, the
 stacks benchmark 2 (its job's actors are spread over the nodes)."""
 RESULTS = REPO / "bench" / "results"
@@ -72,7 +82,12 @@ def _stop_on_signal(signum: int, _frame: FrameType | None) -> None:
 
 def _with_cluster(selected: Sequence[str], quick: bool, results: dict[str, Any], rows: list[Row]) -> None:
     state_dir = Path(tempfile.mkdtemp(prefix="cockpit-bench-"))
-    full = {"cluster_status", "idle_cpu", "alerts_idle"}  # the demo job's 4.5 GPUs need the 3 nodes
+    full = {
+        "cluster_status",
+        "idle_cpu",
+        "alerts_idle",
+        "first_screen",
+    }  # the demo job's 4.5 GPUs need the 3 nodes
     nodes = NODES if full & set(selected) else 2 if "stacks" in selected else 1
     root = ""
     try:
@@ -93,6 +108,10 @@ def _with_cluster(selected: Sequence[str], quick: bool, results: dict[str, Any],
         if "idle_cpu" in selected:
             _say("idle_cpu ...")
             results["idle_cpu"], new = idle_cpu.run(state_dir, nodes, quick)
+            rows += new
+        if "first_screen" in selected:  # before any job: the screen shows the cluster alone
+            _say("first_screen ...")
+            results["first_screen"], new = first_screen.run(state_dir, nodes, quick)
             rows += new
         if "alerts_idle" in selected:  # its demo job is stopped before the next benchmark
             _say("alerts_idle ...")

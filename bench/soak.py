@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import REPO, load_average
-from scale import _cockpit, _get, _rss_mib, synthetic_head
+from common import REPO, load_average, rss_mib
+from scale import _cockpit, _get, synthetic_head
 from terminal import quit_app
 
 SCREENS = ("1", "2", "3", "4", "5", "7", "0")
@@ -75,7 +75,7 @@ def soak(minutes: float, switch_every: float, nodes: int, log_rate: float) -> di
                 samples.append(
                     {
                         "t": now - started,
-                        "rss_mib": _rss_mib(pid),
+                        "rss_mib": rss_mib(pid=pid),
                         "fds": _fds(pid),
                         "threads": _threads(pid),
                         "head_requests": stats["requests"],
@@ -85,6 +85,13 @@ def soak(minutes: float, switch_every: float, nodes: int, log_rate: float) -> di
                 )
                 if "Traceback" in term.screen():
                     tracebacks += 1
+                if len(samples) % 30 == 1:  # every 5 minutes: where it stands, for a long run watched live
+                    last = samples[-1]
+                    print(
+                        f"{last['t'] / 60:5.1f} min: RSS {last['rss_mib']:.0f} MiB, {last['fds']:.0f} files, "
+                        f"{last['threads']:.0f} threads, {last['head_in_flight']:.0f} in flight",
+                        flush=True,
+                    )
                 time.sleep(10)
             control = _get(f"{url}/__control")  # no change: reads how many lines the log holds
             quit_s = quit_app(term, pid, timeout=60)
