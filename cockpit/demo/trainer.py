@@ -160,9 +160,11 @@ def main() -> None:
     ray.init()
     gpus = ray.available_resources().get("GPU", 0.0)
     # PolicyTrainer takes a whole GPU and is placed first; the other seven share half GPUs, so the
-    # 4.5 GPUs fit a 3 x 2 cluster in any packing order. Without free GPUs (another job holds them)
-    # the roles still run, without GPU resources, rather than waiting forever.
-    trainer_gpu, shared_gpu = (1.0, 0.5) if gpus >= 4.5 else (0.0, 0.0)
+    # 4.5 GPUs fit a 3 x 2 cluster in any packing order (more RolloutWorkers ask for more). Without
+    # free GPUs (another job holds them) the roles still run, without GPU resources, rather than
+    # waiting forever.
+    needed = max(4.5, 1.0 + 0.5 * (args.rollout_workers + 3))
+    trainer_gpu, shared_gpu = (1.0, 0.5) if gpus >= needed else (0.0, 0.0)
     print(f"demo trainer: {len(ray.nodes())} nodes, {gpus:g} GPUs, {args.steps} steps", flush=True)
     trainer = _spawn(PolicyTrainer, "PolicyTrainer", trainer_gpu)
     barrier_class: Any = WeightsBarrier
