@@ -84,12 +84,8 @@ def _stop_on_signal(signum: int, _frame: FrameType | None) -> None:
 
 def _with_cluster(selected: Sequence[str], quick: bool, results: dict[str, Any], rows: list[Row]) -> None:
     state_dir = Path(tempfile.mkdtemp(prefix="cockpit-bench-"))
-    full = {
-        "cluster_status",
-        "idle_cpu",
-        "alerts_idle",
-        "first_screen",
-    }  # the demo job's 4.5 GPUs need the 3 nodes
+    # The demo job's 4.5 GPUs need the 3 nodes (and the first screen shows the same cluster as idle_cpu).
+    full = {"cluster_status", "idle_cpu", "alerts_idle", "first_screen"}
     nodes = NODES if full & set(selected) else 2 if "stacks" in selected else 1
     root = ""
     try:

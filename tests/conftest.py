@@ -35,10 +35,8 @@ if TYPE_CHECKING:  # (the harness modules that import Ray or Textual load only w
     from tests.harness.sshd import SshServer
 
 load_suite_profile()
-for _name, _value in {
-    **QUIET_LOG_MONITORS,
-    **NO_PRESTART,
-}.items():  # every Ray the tests start, in any process or host
+# Every Ray the tests start, in any process or host:
+for _name, _value in (QUIET_LOG_MONITORS | NO_PRESTART).items():
     os.environ.setdefault(_name, _value)
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "ray-2.60-samples"

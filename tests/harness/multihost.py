@@ -448,27 +448,26 @@ class MultiHost:
         `loss_available` is False."""
         if not self.loss_available:
             raise RuntimeError(self.loss_reason)
-        self._nft(host.netns, RULES_TO_DROP.format(table=LOSS_TABLE, match=loss_match(percent)))
+        self._nft(
+            host.netns, "-f", "-", rules=RULES_TO_DROP.format(table=LOSS_TABLE, match=loss_match(percent))
+        )
 
     def dropped(self, host: Host) -> int:
         """Packets `drop_packets` has dropped on HOST so far (its rules' counters), 0 without the table."""
-        done = subprocess.run(
-            ["ip", "netns", "exec", host.netns, _nft_program() or "nft", "list", "table", "inet", LOSS_TABLE],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        return sum(int(n) for n in re.findall(r"counter packets (\d+)", done.stdout))
+        listed = self._nft(host.netns, "list", "table", "inet", LOSS_TABLE, check=False)
+        return sum(int(n) for n in re.findall(r"counter packets (\d+)", listed))
 
     def clear_drops(self, host: Host) -> None:
-        self._nft(host.netns, f"delete table inet {LOSS_TABLE}\n", check=False)
+        self._nft(host.netns, "delete", "table", "inet", LOSS_TABLE, check=False)
 
     @staticmethod
-    def _nft(ns: str, rules: str, check: bool = True) -> None:
-        command = ["ip", "netns", "exec", ns, _nft_program() or "nft", "-f", "-"]
+    def _nft(ns: str, *args: str, rules: str | None = None, check: bool = True) -> str:
+        """`nft ARGS` inside namespace NS (RULES on its stdin); its output."""
+        command = ["ip", "netns", "exec", ns, _nft_program() or "nft", *args]
         done = subprocess.run(command, input=rules, capture_output=True, text=True, check=False)
         if check and done.returncode != 0:
             raise RuntimeError(f"nft in {ns}: {done.stderr.strip() or f'exit {done.returncode}'}")
+        return done.stdout
 
     def stop_sshd(self, host: Host) -> None:
         """HOST's sshd gone, with every connection to it (its other processes run on)."""
@@ -710,8 +709,10 @@ class MultiHost:
 
     def _probe_loss(self) -> None:
         """The loss table made (dropping nothing) and removed in the jump host's namespace."""
-        self._nft(self.jump.netns, RULES_TO_DROP.format(table=LOSS_TABLE, match=loss_match(0)))
-        self._nft(self.jump.netns, f"delete table inet {LOSS_TABLE}\n")
+        self._nft(
+            self.jump.netns, "-f", "-", rules=RULES_TO_DROP.format(table=LOSS_TABLE, match=loss_match(0))
+        )
+        self._nft(self.jump.netns, "delete", "table", "inet", LOSS_TABLE)
 
     @staticmethod
     def _tc(ns: str | None, *args: str, check: bool = True) -> None:
