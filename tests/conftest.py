@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from cockpit.core.jobs import profiles
+from cockpit.core.jobs.overrides import parse_overrides
 from tests.harness.cluster import (
     FAST_HEALTH_CHECKS,
     NO_PRESTART,
@@ -71,8 +72,8 @@ def demo_job(ray_cluster: ClusterHandle) -> Iterator[str]:
     """The demo RL job, running on the session cluster from the first test that needs it to the last
     (long enough for every test), then stopped: its 8 actors step all the time."""
     profile = profiles.load(profiles.find("demo"))
-    request = profiles.render(profile, submission_id="test-demo")
-    request["runtime_env"]["env_vars"]["DEMO_STEPS"] = "100000"
+    request = profiles.render(profile, parse_overrides(["steps=100000"]), submission_id="test-demo")
+    assert "runtime_env" not in request, "the demo's actors start without a runtime env (no setup_worker)"
 
     async def submit() -> str:
         async with ray_cluster.client() as client:

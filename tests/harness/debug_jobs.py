@@ -20,6 +20,7 @@ from typing import Any
 from cockpit.core.cluster.dashboard import DashboardClient
 from cockpit.core.debug.paused import PausedWorker, find_paused
 from cockpit.core.jobs import profiles
+from cockpit.core.jobs.overrides import parse_overrides
 from cockpit.demo import trainer
 from tests.harness.cluster import ClusterHandle
 
@@ -158,10 +159,10 @@ def demo_crash_job(cluster: ClusterHandle, crash_at_step: int = 3) -> Iterator[C
     """The shipped `demo-crash` profile, crashing early (RolloutWorker_0 raises at CRASH_AT_STEP)."""
     profile = profiles.load(profiles.find("demo-crash"))
     submission_id = f"cockpit-test-crash-{uuid.uuid4().hex[:8]}"
-    request = profiles.render(profile, submission_id=submission_id)
+    # One RolloutWorker: rank 0 crashes; the other ranks would be three more processes.
+    extra = [f"crash_at_step={crash_at_step}", "step_seconds=0.3", "steps=1000", "rollout_workers=1"]
+    request = profiles.render(profile, parse_overrides(extra), submission_id=submission_id)
     env = request["runtime_env"]["env_vars"]
-    env.update({"DEMO_CRASH_AT_STEP": str(crash_at_step), "DEMO_STEP_SECONDS": "0.3", "DEMO_STEPS": "1000"})
-    env["DEMO_ROLLOUT_WORKERS"] = "1"  # rank 0 crashes; the other ranks would be three more processes
     assert env.get("RAY_DEBUG_POST_MORTEM") == "1", "the demo-crash profile must turn post-mortem on"
     job = _submit(cluster, request)
     try:

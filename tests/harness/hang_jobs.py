@@ -22,6 +22,7 @@ from cockpit.core.doctor.gather import take
 from cockpit.core.doctor.selection import select
 from cockpit.core.doctor.stacks import StacksReport
 from cockpit.core.jobs import profiles
+from cockpit.core.jobs.overrides import parse_overrides
 from tests.harness.cluster import ClusterHandle
 from tests.harness.debug_jobs import CrashJob, _stop, _submit
 
@@ -61,13 +62,13 @@ ray.get(refs)
 """A job script (any Ray version): two actors stuck in `wait_for_checkpoint_barrier`, one idle actor."""
 
 
-def hang_request(submission_id: str, hang_at_step: int = HANG_STEP, **env: str) -> dict[str, Any]:
+def hang_request(submission_id: str, hang_at_step: int = HANG_STEP) -> dict[str, Any]:
+    """The shipped demo-hang profile's request, hanging at HANG_AT_STEP, a step each 0.3 s (the trainer
+    takes the later of two equal overrides)."""
     profile = profiles.load(profiles.find("demo-hang"))
-    request = profiles.render(profile, submission_id=submission_id)
-    values = request["runtime_env"]["env_vars"]
-    assert "DEMO_HANG_AT_STEP" in values, "the demo-hang profile must make the demo hang"
-    values.update({"DEMO_HANG_AT_STEP": str(hang_at_step), "DEMO_STEP_SECONDS": "0.3", **env})
-    return request
+    assert any(o.startswith("hang_at_step=") for o in profile.overrides), "demo-hang must make the demo hang"
+    more = parse_overrides([f"hang_at_step={hang_at_step}", "step_seconds=0.3"])
+    return profiles.render(profile, more, submission_id=submission_id)
 
 
 @contextmanager
@@ -139,10 +140,10 @@ def fast_profile_home(root: Path, hang_after: str = "4s") -> dict[str, str]:
             line = f"name: {FAST_PROFILE}"
         elif line.startswith("hang_after:"):
             line = f"hang_after: {hang_after}"
-        elif "DEMO_HANG_AT_STEP" in line:
-            line = f'    DEMO_HANG_AT_STEP: "{HANG_STEP}"'
-        elif "DEMO_STEP_SECONDS" in line:
-            line = '    DEMO_STEP_SECONDS: "0.3"'
+        elif line.startswith("  - hang_at_step="):
+            line = f"  - hang_at_step={HANG_STEP}"
+        elif line.startswith("  - step_seconds="):
+            line = "  - step_seconds=0.3"
         lines.append(line)
     folder = root / "config" / "ray-cockpit" / "profiles"
     folder.mkdir(parents=True)

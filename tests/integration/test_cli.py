@@ -127,4 +127,4 @@ def test_submit_dry_run_on_an_unreachable_target_says_why_and_still_prints_the_r
     assert why.startswith("pre-flight for demo: not checked against http://127.0.0.1:1: cannot reach")
     assert "(not checked against a cluster)" in result.stderr
     request = json.loads(result.stdout)
-    assert request["entrypoint"].endswith("cockpit.demo.trainer steps=2")
+    assert request["entrypoint"].endswith("cockpit.demo.trainer steps=300 step_seconds=1.0 steps=2")

@@ -74,7 +74,8 @@ async def test_launch_from_the_tui_runs_to_success_then_delete(ray_cluster: Clus
         await pilot.pause()
         preview = str(launcher.query_one("#preview-text").render())
         assert (
-            "cockpit.demo.trainer steps=4 step_seconds=0.2 rollout_workers=1" in preview
+            "cockpit.demo.trainer steps=300 step_seconds=1.0 steps=4 step_seconds=0.2 rollout_workers=1"
+            in preview
             and "cluster shape" in preview
         )
         before = {j.key for j in (app.state.snapshot.jobs if app.state.snapshot else ())}

@@ -24,8 +24,11 @@ def test_shipped_demo_profiles_render() -> None:
         assert "cockpit.demo.trainer" in request["entrypoint"]
         assert request["metadata"]["cockpit_profile"] == name
     crash = profiles.render(profiles.load(profiles.find("demo-crash")))
-    assert crash["runtime_env"]["env_vars"]["RAY_DEBUG_POST_MORTEM"] == "1"
-    assert crash["runtime_env"]["env_vars"]["DEMO_CRASH_AT_STEP"] == "15"
+    assert crash["runtime_env"] == {"env_vars": {"RAY_DEBUG_POST_MORTEM": "1"}}
+    assert crash["entrypoint"].endswith(" steps=300 step_seconds=1.0 crash_at_step=15")
+    # Without post-mortem the demo has no runtime env at all: each actor's worker starts directly.
+    for name in ("demo", "demo-hang"):
+        assert "runtime_env" not in profiles.render(profiles.load(profiles.find(name))), name
 
 
 def test_secrets_are_masked_for_display(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
