@@ -9,6 +9,10 @@ every byte from there (`Ledger`): each (re)open reads the file from its start, d
 already delivered and checks the last 4 KiB of them on the way (a file replaced or rotated under the
 tail is caught there, or by being shorter than what was delivered). The cost is a read of the whole
 file per resume; no read has a total time limit, only a limit on each wait while that part is resent.
+
+A reader that comes back to a stream still open (`read_span` with the stream's bytes after the gap)
+needs no position: what it missed lies between two known runs of bytes, and a window of the file's last
+lines that holds each of them once tells it exactly (`span_in_window`), at about the cost of the gap.
 """
 
 from __future__ import annotations
@@ -429,16 +433,88 @@ class LogTail:
         return b"".join([chunk async for chunk in self.rest()])
 
 
+def span_in_window(window: bytes, recent: bytes, length: int, after: bytes) -> bytes | None:
+    """The LENGTH bytes between RECENT and AFTER, found in WINDOW (the file's last lines as Ray sent
+    them), or None where WINDOW cannot tell them for sure.
+
+    The span's place in the file is known, WINDOW's is not (Ray 2.60 sends no offset), so the span is
+    found by its two sides: RECENT just before it and AFTER just after it must each occur exactly once
+    in WINDOW, LENGTH bytes apart. A side seen twice (a log that repeats itself) or not at all (a window
+    too short, a file rewritten) gives None, and the caller reads the file from byte 0 instead.
+    """
+    if not recent or not after:
+        return None
+    at = window.find(recent)
+    if at < 0 or window.find(recent, at + 1) >= 0:
+        return None
+    begin = at + len(recent)
+    follows = window.find(after)
+    if follows != begin + length or window.find(after, follows + 1) >= 0:
+        return None
+    return window[begin:follows]
+
+
+WINDOW_BYTES_LIMIT = 64 << 20
+"""The largest window of last lines asked for before reading the file from byte 0 instead."""
+AFTER_BYTES = 64 << 10
+"""How much of what follows a span anchors it in a window (`span_in_window`)."""
+
+
+async def _span_from_end(
+    client: DashboardClient, source: LogSource, length: int, recent: bytes, after: bytes, beyond: int
+) -> bytes | None:
+    """The span `span_in_window` finds in the file's last lines, asked for as a window sized from the
+    bytes known to follow it (LENGTH + BEYOND) and AFTER's line length, widened 4x while it is too
+    short; None when no window up to WINDOW_BYTES_LIMIT tells it for sure."""
+    after = after[:AFTER_BYTES]
+    if not recent or not after or after.count(b"\n") < 2:
+        return None
+    line_bytes = max(1, len(after) // after.count(b"\n"))
+    wanted = len(recent) + length + beyond
+    while wanted <= WINDOW_BYTES_LIMIT:
+        lines = wanted // line_bytes * 5 // 4 + 100
+        window = b"".join([chunk async for chunk in client.read_log(source.params(), lines=lines)])
+        span = span_in_window(window, recent, length, after)
+        if span is not None:
+            return span
+        if window.count(b"\n") < lines - 1 or window.find(recent) >= 0:
+            return None  # the whole file, or a window that holds RECENT: widening cannot help
+        wanted *= 4
+    return None
+
+
 async def read_span(
-    client: DashboardClient, source: LogSource, start: int, end: int, recent: bytes = b""
+    client: DashboardClient,
+    source: LogSource,
+    start: int,
+    end: int,
+    recent: bytes = b"",
+    *,
+    after: bytes = b"",
+    beyond: int = 0,
 ) -> AsyncIterator[bytes]:
-    """The bytes [START, END) of a log file (what a reader missed while it was away), read through the
-    file endpoint from byte 0 like every replay (`Ledger`): RECENT, the bytes just before START as the
-    reader got them, must still be there. A drop is retried a few times, then raised.
+    """The bytes [START, END) of a log file (what a reader missed while it was away). RECENT, the bytes
+    just before START as the reader got them, must still be there. A drop is retried a few times, then
+    raised.
+
+    With AFTER (the bytes from END on, as the stream brought them; BEYOND: how many bytes are known to
+    follow END) the span is first looked for in a window of the file's last lines (`span_in_window`),
+    so the head reads about as much as was missed, not the whole file; where that cannot tell, the file
+    is read through the file endpoint from byte 0, like every replay (`Ledger`).
 
     Raises:
         FileReplaced: the file no longer holds RECENT before START, or ends before END.
     """
+    if after and end > start:
+        try:
+            span = await _span_from_end(client, source, end - start, recent, after, beyond)
+        except DashboardError as exc:
+            if is_permanent(exc):
+                raise
+            span = None  # the read from byte 0 below retries
+        if span is not None:
+            yield span
+            return
     ledger = Ledger(offset=start, recent=recent)
     failures = 0
     while ledger.offset < end:

@@ -10,8 +10,9 @@ joins is given, on the UI thread, in order and each byte once:
 - a new reader: the last `lines` lines of the log (1 for the hang watch, 200 for the pane, 1000 for the
   Logs screen), then every byte as it comes;
 - a reader coming back (`since`: where what it was given ends, the pane shown again): every byte from
-  there, from what is kept or, before that, read once from the file (`read_span`); `since=START` is the
-  whole file (the training curves' history).
+  there, from what is kept or, before that, read once from the file (`read_span`: a window of the
+  file's last lines where it tells the missed bytes for sure, else the file from byte 0); `since=START`
+  is the whole file (the training curves' history).
 
 A stream that cannot be followed at all (its node gone) is tried again every `RETRY_SECONDS` while it
 has readers; each reader hears why in one sentence.
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cockpit.core.errors import CockpitError
 from cockpit.core.logs.sources import (
+    AFTER_BYTES,
     CHECKED_BYTES,
     FileReplaced,
     LogSource,
@@ -307,7 +309,15 @@ class DriverLogs:
             reader.pending = [(bytes(log.kept), True)]
             reader.catch_up = start_worker(
                 self.app,
-                functools.partial(self._catch_up, log, reader, since, log.start),
+                functools.partial(
+                    self._catch_up,
+                    log,
+                    reader,
+                    since,
+                    log.start,
+                    bytes(log.kept[:AFTER_BYTES]),
+                    len(log.kept),
+                ),
                 group=f"driver-log-catch-up-{id(reader)}",
                 description=f"Reading what {log.job.key}'s driver log holds before its last lines",
             )
@@ -320,11 +330,17 @@ class DriverLogs:
         if reader.caught_up is not None and not reader.left:
             reader.caught_up()
 
-    async def _catch_up(self, log: DriverLog, reader: LogReader, since: LogPosition, upto: int) -> None:
-        """The bytes a reader missed before what is kept, from the file; then what is kept and came."""
+    async def _catch_up(
+        self, log: DriverLog, reader: LogReader, since: LogPosition, upto: int, after: bytes, beyond: int
+    ) -> None:
+        """The bytes a reader missed before what is kept (which begins with AFTER, BEYOND bytes long),
+        from the file; then what is kept and came."""
         try:
             client = await self.client()
-            async for data in read_span(client, log.source, since.offset, upto, since.recent):
+            spanned = read_span(
+                client, log.source, since.offset, upto, since.recent, after=after, beyond=beyond
+            )
+            async for data in spanned:
                 reader.give(data, history=True)
         except FileReplaced:
             reader.said(f"{log.source.label}: the file no longer holds what was shown (rewritten)", False)

@@ -1,0 +1,104 @@
+"""A reader coming back to a driver log finds what it missed in a window of the file's last lines
+(`read_span` with `after`), not by reading the file from byte 0: `span_in_window` either tells the
+missed bytes exactly or says it cannot (a log that repeats itself), property-tested on logs made of a few
+repeated lines; and the shared feed against the synthetic head (a 200,000-line driver log) reads about
+what was missed (a fifth of the log at most, where the whole file was read before)."""
+
+from __future__ import annotations
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from textual.app import App
+
+from cockpit.core.cluster.dashboard import DashboardClient
+from cockpit.core.logs.sources import last_lines_start, span_in_window
+from cockpit.ui.feeds.driver_logs import KEEP_LINES, DriverLogs
+from tests.harness.properties import examples
+from tests.harness.run import until
+from tests.harness.synthetic_head import HeadShape, SyntheticHead
+
+LINES = st.lists(st.sampled_from([b"a\n", b"bb\n", b"step 1\n", b"x", b"\n"]), min_size=1, max_size=60)
+
+
+@settings(max_examples=examples(400), deadline=None)
+@given(
+    lines=LINES,
+    grown=st.lists(st.sampled_from([b"a\n", b"bb\n", b"zz\n"]), max_size=20),
+    cuts=st.tuples(st.integers(0, 10**6), st.integers(0, 10**6), st.integers(1, 40), st.integers(1, 40)),
+    extra_lines=st.integers(0, 30),
+)
+@example(lines=[b"a\n"] * 30, grown=[], cuts=(10, 20, 2, 2), extra_lines=0)  # a log of one line repeated
+def test_a_span_found_in_a_window_is_exactly_the_missed_bytes(
+    lines: list[bytes], grown: list[bytes], cuts: tuple[int, int, int, int], extra_lines: int
+) -> None:
+    # The file when the reader left, START and END its missed span, RECENT before it and AFTER from END
+    # on (what the stream brought); the file has grown since, and the window is its last lines, at
+    # least all of them from END on (the stream's kept bytes are more recent than any missed one).
+    text = b"".join(lines)
+    start = cuts[0] % (len(text) + 1)
+    end = start + cuts[1] % (len(text) - start + 1)
+    recent = text[max(0, start - cuts[2]) : start]
+    after = text[end : end + cuts[3]]
+    grown_file = text + b"".join(grown)
+    least = grown_file[end:].count(b"\n") + 1
+    window = grown_file[last_lines_start(grown_file, least + extra_lines) :]
+    found = span_in_window(window, recent, end - start, after)
+    assert found is None or found == text[start:end]
+
+
+def test_a_numbered_log_is_always_found_once_the_window_holds_it() -> None:
+    text = b"".join(b"line %05d\n" % i for i in range(3000))
+    start, end = text.index(b"line 01000"), text.index(b"line 02000")
+    window = text[text.index(b"line 00900") :]
+    assert (
+        span_in_window(window, text[start - 40 : start], end - start, text[end : end + 200])
+        == text[start:end]
+    )
+    # The window too short (RECENT not in it), a side missing, a side seen twice: None, never a guess.
+    assert (
+        span_in_window(text[start + 5 :], text[start - 40 : start], end - start, text[end : end + 200])
+        is None
+    )
+    assert span_in_window(window, b"", end - start, text[end : end + 200]) is None
+    twice = window + text[start - 40 : start]
+    assert span_in_window(twice, text[start - 40 : start], end - start, text[end : end + 200]) is None
+
+
+async def test_a_reader_back_after_many_lines_reads_about_what_it_missed_not_the_whole_log() -> None:
+    # Lines when the reader leaves, and written while it is away: more than the feed keeps (at least
+    # KEEP_LINES lines, up to about 2 MiB), so what it missed begins before what is kept.
+    before, missed = 500_000, 30 * KEEP_LINES
+    shape = HeadShape(nodes=2, gpus=1, actors=4, jobs=1, dead=0, log_rate=0.0, log_lines=before)
+    with SyntheticHead(shape, tick_s=3600) as head:
+        whole = len(head._log_text(0, before + missed))
+        async with DashboardClient(head.url) as client:
+            job = (await client.jobs())[0]
+
+            async def dashboard() -> DashboardClient:
+                return client
+
+            app: App[None] = App()
+            async with app.run_test() as pilot:
+                logs = DriverLogs(app, dashboard)
+                watch: list[bytes] = []  # the hang watch: keeps the stream open all along
+                staying = logs.join(job, lambda data, _h: watch.append(data), lines=1)
+                got = bytearray()
+                reader = logs.join(job, lambda data, _h: got.extend(data), lines=5)
+                await until(pilot, lambda: got.count(b"\n") == 5, timeout=30)
+                position = reader.position
+                reader.leave()
+
+                head.stats.reset()
+                head.shape.log_lines = before + missed
+                await until(pilot, lambda: logs.logs[job.key].end == whole, timeout=30)
+                assert position is not None and position.offset < logs.logs[job.key].start
+
+                back = bytearray()
+                again = logs.join(job, lambda data, _h: back.extend(data), since=position)
+                await until(pilot, lambda: back.count(b"\n") >= missed, timeout=30)
+                assert bytes(back) == head._log_text(before, before + missed)  # none lost or repeated
+                read = head.stats.snapshot()["endpoints"]["/api/v0/logs/file"]["bytes"]
+                missed_bytes = len(back)
+                assert missed_bytes <= read < whole // 5, (read, missed_bytes, whole)
+                again.leave()
+                staying.leave()
