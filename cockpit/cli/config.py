@@ -63,7 +63,7 @@ def show_config(args: argparse.Namespace) -> int:
 
 
 def show_keys(args: argparse.Namespace) -> int:
-    import cockpit.ui.app  # noqa: F401  # every screen, pane and dialog, with their bindings
+    import cockpit.ui.app  # noqa: F401  # the app's own bindings (all_bindings imports every screen's)
     from cockpit.core.config.settings import load
     from cockpit.ui.keymap import all_bindings, check_keys
 

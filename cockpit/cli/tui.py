@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import signal
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -51,22 +52,37 @@ def connect(args: argparse.Namespace) -> int:
         err("connect: no TARGET given and no `target` in the config (cockpit config show)")
         return EXIT_USAGE
     target = parse_target(raw)
-    from cockpit.core.runs.recent import remember
-    from cockpit.ui.app import CockpitApp
+    with gc_paused():
+        from cockpit.core.runs.recent import remember
+        from cockpit.ui.app import CockpitApp
 
-    remember(raw)  # for `cockpit runs`
+        remember(raw)  # for `cockpit runs`
 
-    # The TUI asks its own questions (host key, passphrase) in dialogs, not on the terminal.
-    app = CockpitApp(
-        target,
-        connect_options(args, interactive=False),
-        expect_nodes=args.expect_nodes,
-        expect_gpus=args.expect_gpus,
-        layout=args.layout,
-        config=settings,
-    )
-    app.run()
+        # The TUI asks its own questions (host key, passphrase) in dialogs, not on the terminal.
+        app = CockpitApp(
+            target,
+            connect_options(args, interactive=False),
+            expect_nodes=args.expect_nodes,
+            expect_gpus=args.expect_gpus,
+            layout=args.layout,
+            config=settings,
+        )
+        app.run()
     return app.return_code or EXIT_OK
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic GC off from the TUI's imports to its first screen: they make about a million objects
+    and no garbage, and its passes over them were a tenth of the start-up. The app turns it on again,
+    with its own thresholds, once it is up (`ui.app.tune_gc`); it is on again here in any case."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 async def submit_demo_job(client: DashboardClient, profile: Profile, submission_id: str | None = None) -> str:

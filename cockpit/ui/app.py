@@ -95,6 +95,12 @@ def tune_gc() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(GC_YOUNG_THRESHOLD, 10, 10)
+    gc.enable()  # `cockpit connect` starts with it off (`cli.tui.gc_paused`)
+
+
+PRELOAD_AFTER_S = 2.0
+"""Seconds after start when the screens not shown yet begin to be imported, one per PRELOAD_STEP_S."""
+PRELOAD_STEP_S = 0.05
 
 
 class CockpitApp(App[int]):
@@ -104,8 +110,9 @@ class CockpitApp(App[int]):
     CSS_PATH = "app.tcss"
     COMMANDS = App.COMMANDS | {CockpitCommands}
     """ctrl+p: Textual's own commands (theme, keys, quit) and every action of every screen by name."""
-    MODES: ClassVar[dict[str, type[CockpitScreen]]] = {  # type: ignore[assignment]
-        entry.mode: entry.screen for entry in MAIN_SCREENS
+    MODES: ClassVar[dict[str, Callable[[], CockpitScreen]]] = {  # type: ignore[assignment]
+        entry.mode: entry.new
+        for entry in MAIN_SCREENS  # each screen's module imported when first shown
     }
     BINDINGS: ClassVar[list[BindingType]] = [
         *(
@@ -240,11 +247,23 @@ class CockpitApp(App[int]):
             self.notify(clean(problem), severity="warning", timeout=15, markup=False)
         if self._roles_problem:  # the file's path and line, and what is wrong: as text
             self.notify(clean(self._roles_problem), severity="warning", timeout=15, markup=False)
-        tune_gc()
+        # The other screens' modules once the first screen is up (a first switch to one then draws at
+        # once), then the GC tuned: neither delays the first screen.
+        self.set_timer(PRELOAD_AFTER_S, self._preload_screens)
         if not self.offline:
             self.cluster_feed.start()
             self.paused_feed.start()
             self.hang_feed.start()
+
+    def _preload_screens(self) -> None:
+        """Import the next screen module not imported yet (tens of ms), then let the loop run; once all
+        are, tune the GC."""
+        pending = next((entry for entry in MAIN_SCREENS if not entry.loaded), None)
+        if pending is None:
+            tune_gc()
+            return
+        pending.screen  # noqa: B018 - imported for later
+        self.set_timer(PRELOAD_STEP_S, self._preload_screens)
 
     async def on_unmount(self) -> None:
         self._release_signals()

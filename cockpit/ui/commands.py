@@ -21,7 +21,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.screen import Screen
 
 from cockpit.ui.keymap import _subclasses
-from cockpit.ui.navigation import MAIN_SCREENS
+from cockpit.ui.navigation import MAIN_SCREENS, import_all
 from cockpit.ui.widgets.key_hints import key_label
 
 if TYPE_CHECKING:
@@ -66,6 +66,7 @@ def palette_actions(app_class: type[Any]) -> tuple[PaletteAction, ...]:
     they act on what they were opened for."""
     from textual.dom import DOMNode
 
+    import_all()  # each screen's module, with its widgets (the app imports a screen when first shown)
     actions: list[PaletteAction] = []
     for binding in app_class.BINDINGS:
         # Quit is in Textual's own commands already (the same action).

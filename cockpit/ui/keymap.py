@@ -24,8 +24,11 @@ def _subclasses(cls: type[Any]) -> Iterator[type[Any]]:
 
 
 def all_bindings() -> dict[str, Binding]:
-    """Every binding with an id of every screen, pane and dialog of the cockpit (id -> binding), of the
-    classes imported so far: import `cockpit.ui.app` first (it imports every screen and widget)."""
+    """Every binding with an id of every screen, pane and dialog of the cockpit (id -> binding); every
+    main screen's module is imported first (the app imports each only when it is first shown)."""
+    from cockpit.ui.navigation import import_all
+
+    import_all()
     found: dict[str, Binding] = {}
     for cls in _subclasses(DOMNode):
         if not cls.__module__.startswith("cockpit."):
@@ -38,6 +41,8 @@ def all_bindings() -> dict[str, Binding]:
 
 def check_keys(config: Config) -> list[str]:
     """One line per id in `keys:` that no binding has (that entry is ignored)."""
+    if not config.keys:
+        return []  # nothing to check: the screens need not all be imported for it
     known = all_bindings()
     return [
         f"{config.where(f'keys.{binding_id}')}: keys: no binding has the id {binding_id!r} "
@@ -49,5 +54,7 @@ def check_keys(config: Config) -> list[str]:
 
 def usable_keys(config: Config) -> dict[str, str]:
     """The user's key map less the ids no binding has."""
+    if not config.keys:
+        return {}
     known = all_bindings()
     return {binding_id: key for binding_id, key in config.keys.items() if binding_id in known}

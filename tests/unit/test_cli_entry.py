@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from aiohttp import web
 
 import cockpit
@@ -88,3 +89,15 @@ async def test_the_dashboard_client_sends_the_cockpit_and_its_version() -> None:
     finally:
         await runner.cleanup()
     assert seen == [f"ray-cockpit/{cockpit.__version__}"]
+
+
+def test_the_tui_start_pauses_the_gc_and_turns_it_on_again_whatever_happens() -> None:
+    import gc
+
+    from cockpit.cli.tui import gc_paused
+
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), gc_paused():
+        assert not gc.isenabled()
+        raise RuntimeError("the app failed to start")
+    assert gc.isenabled()

@@ -78,3 +78,12 @@ def test_ssh_errors_import_no_asyncssh() -> None:
     """The UI and every command catch these, SSH target or not."""
     loaded = modules_after("import cockpit.core.ssh.errors")
     assert "cockpit.core.ssh.errors" in loaded and "asyncssh" not in loaded
+
+
+def test_the_app_imports_no_screen_before_it_is_shown_and_the_key_map_all_of_them() -> None:
+    """Start-up imports only the screen shown first; what lists every binding imports them all."""
+    screens = {f"cockpit.ui.screens.{name}" for name in ("actors", "jobs", "metrics", "cockpit", "doctor")}
+    assert not screens & modules_after("import cockpit.ui.app")
+    assert screens <= modules_after(
+        "import cockpit.ui.app\nfrom cockpit.ui.keymap import all_bindings\nall_bindings()"
+    )
