@@ -7,6 +7,7 @@ runs `offline` (no feed starts, no connection is opened), so whatever the screen
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -419,3 +420,35 @@ async def test_a_resubmit_never_resolves_what_a_jobs_metadata_says(
             await pilot.press("ctrl+s")
             await pilot.pause()
             assert isinstance(app.screen, LaunchScreen)  # nothing was submitted
+
+
+async def test_the_status_bar_ages_connected_data_in_poll_steps_and_old_data_to_the_second() -> None:
+    """While connected the age moves in 5 s steps, so a job's metrics asking for the bar twice a second
+    repaint it (and so the whole screen) once a step, not every second; data that is old counts seconds."""
+    state = fixture_state()
+    assert state.snapshot is not None
+    app = CockpitApp(state.target, state=state, offline=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        bar = app.screen.query_one(StatusBar)
+        drawn = []
+        for age in (0.2, 2.0, 3.0, 6.0, 7.5, 11.0):  # each well inside its step: a slow pause moves it
+            state.snapshot = replace(state.snapshot, fetched_at=time.time() - age)
+            app.post_message(StateChanged("metrics"))
+            await pilot.pause()
+            drawn.append(bar._drawn)
+        shown = [str(text) for text in drawn]
+        assert [s.split(" · data ")[1].split(" · ")[0] for s in shown] == [
+            "0s ago",
+            "0s ago",
+            "0s ago",
+            "5s ago",
+            "5s ago",
+            "10s ago",
+        ]
+        assert drawn[0] is drawn[1] is drawn[2] and drawn[3] is drawn[4]  # the same line: not repainted
+        state.connection.phase = "unreachable"
+        state.snapshot = replace(state.snapshot, fetched_at=time.time() - 7.0)
+        app.post_message(StateChanged("connection"))
+        await pilot.pause()
+        old = re.search(r" · data (\d+)s old", str(bar.render()))
+        assert old is not None and 7 <= int(old.group(1)) <= 9, str(bar.render())  # to the second

@@ -18,6 +18,10 @@ if TYPE_CHECKING:
     from cockpit.ui.state import CockpitState
 
 
+AGE_STEP_S = 5
+"""While connected, the data's age is shown in steps of this many seconds (the nodes' poll cadence):
+a finer age would change the line, and so repaint the whole screen, every second while a followed job's
+metrics keep asking for the bar. Data that is old (not connected) is shown to the second."""
 STUCK_WARN_SECONDS = 60.0
 """Stuck this long, something not running is worth a warning on every screen."""
 
@@ -176,7 +180,7 @@ class StatusBar(Static):
         if self.data_time is not None:
             age = time.time() - self.data_time
             if self.state == "connected":
-                text.append(f" · data {duration(age)} ago", style="dim")
+                text.append(f" · data {duration(age - age % AGE_STEP_S)} ago", style="dim")
             else:
                 text.append(f" · data {duration(age)} old", style="bold red")
         if self.ray_version:
