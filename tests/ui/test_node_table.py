@@ -124,3 +124,19 @@ async def test_a_poll_builds_only_the_rows_that_changed(monkeypatch: pytest.Monk
         assert built == ["[/]new"] and table.updates == []
         assert table.get_cell("[/]new", "host").plain == "[bold red]x[/]"
         assert keys[9] not in table.keys and dead.node_id in table.keys
+
+
+def test_the_joined_age_is_in_seconds_then_minutes_then_hours() -> None:
+    node = synthetic_nodes(1, 2)[0]
+    ages = {
+        age: node_table.joined(replace(node, start_time=T0 - age), T0) for age in (0, 59, 60, 185, 3599, 7385)
+    }
+    assert ages == {
+        0: "0s ago",
+        59: "59s ago",
+        60: "1m ago",
+        185: "3m ago",
+        3599: "59m ago",
+        7385: "2h03m ago",
+    }
+    assert node_table.joined(replace(node, start_time=0), T0) == "?"
