@@ -140,3 +140,11 @@ def test_the_joined_age_is_in_seconds_then_minutes_then_hours() -> None:
         7385: "2h03m ago",
     }
     assert node_table.joined(replace(node, start_time=0), T0) == "?"
+
+
+def test_an_age_is_worked_out_again_only_when_its_text_can_have_changed() -> None:
+    node = replace(synthetic_nodes(1, 2)[0], start_time=T0 - 7230)  # 2h00m30s: "2h00m ago" until T0 + 30
+    assert node_table.joined_until(node, T0) == ("2h00m ago", T0 + 30)
+    young = replace(node, start_time=T0 - 30.5)
+    assert node_table.joined_until(young, T0) == ("30s ago", T0 + 0.5)
+    assert node_table.joined_until(replace(node, start_time=0), T0) == ("?", float("inf"))

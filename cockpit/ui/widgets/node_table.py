@@ -88,10 +88,18 @@ def joined(node: NodeSnapshot, now: float) -> str:
     """The "Joined" cell's text: how long ago the node joined, as of NOW: seconds in its first minute,
     then whole minutes, then hours and minutes. Minutes, not `3m05s`: a column of 2,000 ages in seconds
     changed every cell on every poll (each a cell to write and a table to repaint)."""
+    return joined_until(node, now)[0]
+
+
+def joined_until(node: NodeSnapshot, now: float) -> tuple[str, float]:
+    """`joined`'s text, and the time (posix seconds) it next changes: a poll before then need not
+    work it out again (at 2,000 nodes, each poll did, for every row)."""
     if not node.start_time:
-        return "?"
+        return "?", float("inf")
     age = max(0, int(now - node.start_time))
-    return f"{age // 60}m ago" if 60 <= age < 3600 else ago(age)
+    step = 1 if age < 60 else 60
+    until = node.start_time + (age // step + 1) * step
+    return (f"{age // 60}m ago" if 60 <= age < 3600 else ago(age)), until
 
 
 class NodeTable(KeyedTable):
@@ -104,9 +112,9 @@ class NodeTable(KeyedTable):
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:  # noqa: A002
         super().__init__(COLUMNS, id=id, classes=classes)
-        self._built_from: dict[str, tuple[NodeSnapshot, float | None, NodeMemory | None, str]] = {}
+        self._built_from: dict[str, tuple[NodeSnapshot, float | None, NodeMemory | None, str, float]] = {}
         """Per node id: what its row shows was built from (the node, seconds silent, its memory, the
-        joined text)."""
+        joined text, and when that text next changes)."""
 
     def show(
         self,
@@ -124,16 +132,19 @@ class NodeTable(KeyedTable):
         before, built_from = self._built_from, {}
         rows: list[tuple[str, Mapping[str, Text] | None]] = []
         for node in nodes:
-            key, silent_for, age = node.node_id, silent.get(node.node_id), joined(node, now)
+            key, silent_for = node.node_id, silent.get(node.node_id)
             mem = memory.get(key)
-            built_from[key] = (node, silent_for, mem, age)
             last, shown = before.get(key), self.shown_cells(key)
             if last is None or shown is None or last[:3] != (node, silent_for, mem):  # `is`, else `==`
+                age, until = joined_until(node, now)
                 rows.append((key, node_cells(node, now, silent_for, mem)))
-            elif last[3] != age:
-                rows.append((key, {**shown, "joined": Text(age)}))
-            else:
+            elif now < last[4]:  # its age's text cannot have changed yet
+                age, until = last[3], last[4]
                 rows.append((key, None))  # unchanged: neither built nor compared
+            else:
+                age, until = joined_until(node, now)
+                rows.append((key, {**shown, "joined": Text(age)} if age != last[3] else None))
+            built_from[key] = (node, silent_for, mem, age, until)
         self.show_rows(rows)
         self._built_from = built_from
 
