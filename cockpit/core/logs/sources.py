@@ -474,7 +474,8 @@ async def _span_from_end(
     while wanted <= WINDOW_BYTES_LIMIT:
         lines = wanted // line_bytes * 5 // 4 + 100
         window = b"".join([chunk async for chunk in client.read_log(source.params(), lines=lines)])
-        span = span_in_window(window, recent, length, after)
+        # Off the event loop: a window can be tens of MB, searched twice for each side.
+        span = await asyncio.to_thread(span_in_window, window, recent, length, after)
         if span is not None:
             return span
         if window.count(b"\n") < lines - 1 or window.find(recent) >= 0:
