@@ -441,6 +441,11 @@ def span_in_window(window: bytes, recent: bytes, length: int, after: bytes) -> b
     found by its two sides: RECENT just before it and AFTER just after it must each occur exactly once
     in WINDOW, LENGTH bytes apart. A side seen twice (a log that repeats itself) or not at all (a window
     too short, a file rewritten) gives None, and the caller reads the file from byte 0 instead.
+
+    Exact whenever WINDOW reaches back to AFTER's true place (then a second, false place of the span
+    would put AFTER in WINDOW twice). The window is read right after the reader returns and sized from
+    what is known to follow, so only a log that grew by more than the window in that moment and repeats
+    RECENT, LENGTH bytes and AFTER exactly could mislead it.
     """
     if not recent or not after:
         return None
