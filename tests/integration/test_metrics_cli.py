@@ -99,7 +99,16 @@ def test_follow_gives_steps_while_the_job_runs_and_ends_with_it(ray_cluster: Clu
         reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or ()], daemon=True)
         reader.start()
         try:
-            got = [lines.get(timeout=120) for _ in range(hang_at)]  # the header and steps 1..3
+            got: list[str] = []
+            try:
+                while len(got) < hang_at:  # the header and steps 1..3
+                    got.append(lines.get(timeout=120))
+            except queue.Empty:
+                proc.kill()
+                said = proc.stderr.read() if proc.stderr else ""
+                raise AssertionError(
+                    f"120 s after {got!r}, nothing more; its stderr: {said[-3000:]!r}"
+                ) from None
             header, rows = csv_rows("".join(got))
             assert header == ["step", *COLUMNS] and sorted(rows) == [1, 2, 3]
 
