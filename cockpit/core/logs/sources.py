@@ -479,14 +479,19 @@ async def _span_from_end(
     while wanted <= WINDOW_BYTES_LIMIT:
         lines = wanted // line_bytes * 5 // 4 + 100
         window = b"".join([chunk async for chunk in client.read_log(source.params(), lines=lines)])
-        # Off the event loop: a window can be tens of MB, searched twice for each side.
-        span = await asyncio.to_thread(span_in_window, window, recent, length, after)
-        if span is not None:
+        # Off the event loop: a window can be tens of MB, and every look at it is a scan.
+        span, final = await asyncio.to_thread(_look, window, recent, length, after, lines)
+        if span is not None or final:
             return span
-        if window.count(b"\n") < lines - 1 or window.find(recent) >= 0:
-            return None  # the whole file, or a window that holds RECENT: widening cannot help
         wanted *= 4
     return None
+
+
+def _look(window: bytes, recent: bytes, length: int, after: bytes, lines: int) -> tuple[bytes | None, bool]:
+    """`span_in_window`'s answer, and whether a wider window could not change it: WINDOW is the whole
+    file (fewer lines than asked for), or it holds RECENT already."""
+    span = span_in_window(window, recent, length, after)
+    return span, span is not None or window.count(b"\n") < lines - 1 or recent in window
 
 
 async def read_span(
