@@ -6,11 +6,13 @@ may have been one, never that it was.
 
 The cluster is a one-node cluster of its own, started with a kill threshold 4 GiB above the memory this
 machine has in use (`RAY_memory_usage_threshold`), so the machine is never at risk: an actor of the
-rollout role, once the cockpit watches, takes 2 GiB at once, then 10 MB every half second (20 MB/s: the
-threshold is about 100 s away; the node's reporter sends its memory every 5 s and lists a new process
-after tens of seconds) until the monitor kills it; it stops growing at 5 GiB or after 240 s, whatever
-happens. The room is wide because the threshold counts the whole machine's memory, which the tests
-running beside this one move by a gigabyte or so. Roles and classes come from the built-in role table.
+rollout role, once the cockpit watches, takes 2 GiB at once, then 25 MB every half second (50 MB/s: the
+threshold is about 40 s away, its last 1.2 GiB (5% of this machine's memory: flagged `near`) about 24 s,
+so about five of the reporter's readings, one every 5 s, fall between the warning and the kill; the
+reporter lists a new process after tens of seconds) until the monitor kills it; it stops growing at 5 GiB
+or after 240 s, whatever happens. The room is wide because the threshold counts the whole machine's
+memory, which the tests running beside this one move by a gigabyte or so. Roles and classes come from the
+built-in role table.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ worker = RolloutWorker.options(name="rollout_0").remote()
 print(ray.get(worker.pid.remote()), flush=True)
 sys.stdin.readline()  # the test says when: once the cockpit watches
 try:
-    print("grew", ray.get(worker.grow.remote(2 * 2**30, 10 * 2**20, 5 * 2**30, 240)), flush=True)
+    print("grew", ray.get(worker.grow.remote(2 * 2**30, 25 * 2**20, 5 * 2**30, 240)), flush=True)
 except Exception as exc:
     print("died", type(exc).__name__, flush=True)
 victim = Critic.options(name="critic_0").remote()  # the test SIGKILLs it: the kernel's OOM killer's way
