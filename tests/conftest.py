@@ -196,35 +196,47 @@ each is started for its tier (on first use) and stopped right after the last tes
 run first among the session cluster's, so the job (8 actors stepping) is stopped early too."""
 
 
-CLUSTER_PART = ("headless_head", "multihost", "demo_job", "hung_demo", "ray_cluster")
-"""`--part`: `./scripts/test` runs two pytest processes side by side, one for the tests of the session
-cluster (the tiers of these fixtures: the head without a dashboard and the multi-host hosts first) and one
-for the rest (no cluster, Slurm, Ray versions). Each tier keeps its order and its stop-after-the-last-test
-inside its process. On 2 cores the two overlap: a cluster test waits on Ray most of its time, while the
-rest's first tier (unit, property and fixture-UI tests) is one core's work in Python. The headless and
-multi-host tiers moved here (2026-11-27, late): measured, the rest ran 350 s past the cluster's part with
-a core idle (docs/testing.md, "Two processes")."""
+PARTS = {
+    "cluster": (("demo_job", "hung_demo", "ray_cluster"), ()),
+    "hosts": (
+        ("headless_head", "multihost"),
+        ("tests/e2e/test_installed_wheel.py", "tests/integration/test_oom_kill.py"),
+    ),
+}
+"""`--part`: `./scripts/test` runs three pytest processes side by side: the session cluster's tests
+(`cluster`), the hosts of their own (`hosts`: the head without a dashboard, the multi-host hosts, and the
+tests that start a cluster or an installed cockpit of their own and wait on it most of their time), and
+the rest (no cluster, Slurm, Ray versions). Per part: the tiers of its fixtures and the tests of no tier
+named for it. Each tier keeps its order and its stop-after-the-last-test inside its process. A test of the
+session cluster, of the hosts or of a Ray head waits on Ray most of its time, while the rest's first tier
+(unit, property and fixture-UI tests) is one core's work in Python: side by side they overlap. Measured
+(2026-11-28, docs/testing.md, "Three processes"): with two parts the cluster's ran 595 s of a 597 s run,
+its hosts' tiers 130 s of it, with the machine 47% busy."""
 
 
 FAULTS = "tests/integration/test_faults.py"
 """The fault tests (RELIABILITY.md), run after the other multi-host tests."""
 
-WITH_THE_CLUSTER = ("tests/e2e/test_installed_wheel.py",)
-"""Tests of no tier that run in the cluster's process, to even the two out (docs/testing.md)."""
+
+def _part_of(item: pytest.Item) -> str:
+    tier = _tier(item)
+    for part, (tiers, tests) in PARTS.items():
+        if (tier > 0 and TIERS[tier - 1] in tiers) or item.nodeid.startswith(tests):
+            return part
+    return "rest"
 
 
 def _in_part(item: pytest.Item, part: str) -> bool:
-    tier = _tier(item)
-    in_cluster = (tier > 0 and TIERS[tier - 1] in CLUSTER_PART) or item.nodeid.startswith(WITH_THE_CLUSTER)
-    return part == "all" or in_cluster == (part == "cluster")
+    return part == "all" or _part_of(item) == part
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--part",
-        choices=("all", "cluster", "rest"),
+        choices=("all", *PARTS, "rest"),
         default="all",
-        help="run only the session cluster's tests (cluster), only the others (rest), or all (default)",
+        help="run only the session cluster's tests (cluster), only the hosts of their own (hosts), only the"
+        " others (rest), or all (default)",
     )
 
 

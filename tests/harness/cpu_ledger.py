@@ -3,8 +3,8 @@ teardown together, so a session fixture's start is charged to its first user and
 
 Opt-in, for finding what to cut (docs/testing.md, "How to keep it"): `COCKPIT_CPU_LEDGER=FILE` writes
 one tab-separated line per test (busy CPU-s, wall s, tier, node id), the costliest first. The figure is
-the whole machine's, so run one part alone (`pytest --part cluster`, then `--part rest`) for a ledger
-that belongs to its tests; Ray's daemons, which no test waits for, are counted where they burn.
+the whole machine's, so run one part alone (`pytest --part cluster`, `--part hosts`, `--part rest`) for a
+ledger that belongs to its tests; Ray's daemons, which no test waits for, are counted where they burn.
 """
 
 from __future__ import annotations
