@@ -199,19 +199,20 @@ run first among the session cluster's, so the job (8 actors stepping) is stopped
 PARTS = {
     "cluster": (("demo_job", "hung_demo", "ray_cluster"), ()),
     "hosts": (
-        ("headless_head", "multihost"),
+        ("ray_head", "headless_head", "multihost"),
         ("tests/e2e/test_installed_wheel.py", "tests/integration/test_oom_kill.py"),
     ),
 }
 """`--part`: `./scripts/test` runs three pytest processes side by side: the session cluster's tests
-(`cluster`), the hosts of their own (`hosts`: the head without a dashboard, the multi-host hosts, and the
-tests that start a cluster or an installed cockpit of their own and wait on it most of their time), and
-the rest (no cluster, Slurm, Ray versions). Per part: the tiers of its fixtures and the tests of no tier
-named for it. Each tier keeps its order and its stop-after-the-last-test inside its process. A test of the
-session cluster, of the hosts or of a Ray head waits on Ray most of its time, while the rest's first tier
-(unit, property and fixture-UI tests) is one core's work in Python: side by side they overlap. Measured
-(2026-11-28, docs/testing.md, "Three processes"): with two parts the cluster's ran 595 s of a 597 s run,
-its hosts' tiers 130 s of it, with the machine 47% busy."""
+(`cluster`), the hosts of their own (`hosts`: the heads of the Ray versions, the head without a
+dashboard, the multi-host hosts, and the tests that start a cluster or an installed cockpit of their own
+and wait on it most of their time), and the rest (no cluster, Slurm). Per part: the tiers of its fixtures
+and the tests of no tier named for it. Each tier keeps its order and its stop-after-the-last-test inside
+its process. A test of the session cluster, of the hosts or of a Ray head waits on Ray most of its time,
+while the rest's first tier (unit, property and fixture-UI tests) is one core's work in Python: side by
+side they overlap. Measured (2026-11-28, docs/testing.md, "Three processes"): with two parts the
+cluster's ran 595 s of a 597 s run, its hosts' tiers 130 s of it, with the machine 47% busy; with three
+(the Ray versions in the rest) the rest's 489 s were the run's 491, the hosts' 270 s."""
 
 
 FAULTS = "tests/integration/test_faults.py"
