@@ -15,13 +15,14 @@ from pathlib import Path
 import pytest
 
 from cockpit.core.cluster.dashboard import DashboardClient
-from cockpit.core.cluster.errors import NotFound
+from cockpit.core.cluster.errors import DashboardError, NotFound
 from cockpit.core.connect.connection import open_connection
 from cockpit.core.debug.paused import PausedCache
 from cockpit.core.debug.session import DebugSession, discover
 from cockpit.core.doctor.errors import SelectionError
 from cockpit.core.doctor.gather import take
 from cockpit.core.doctor.selection import select
+from cockpit.core.errors import is_permanent
 from cockpit.core.logs.sources import LogSource, LogTail
 from cockpit.core.targets import parse_target
 from tests.harness.hang_jobs import SAVERS_STUCK
@@ -130,7 +131,9 @@ async def test_a_stream_cut_mid_way_resumes_with_the_file_s_bytes(head: OldHead)
 
 async def test_a_missing_file_is_a_clear_not_found(head: OldHead) -> None:
     """Read up to 3 times: a Ray 2.44.1 head now and then answers an empty 200 for a file that is not
-    there (two whole runs of many, here and in the contract test); anything but NotFound or nothing fails."""
+    there (two whole runs of many, here and in the contract test), and a 2.47.1 head once answered its
+    bare 500 (the read racing the stream the test before closed: the cockpit calls it transient and a
+    follow retries it); anything but NotFound, nothing or a transient error fails."""
     async with DashboardClient(head.url) as client:
         node = await node_id(client)
         missing = [("node_id", node), ("filename", "no-such.log")]
@@ -144,6 +147,11 @@ async def test_a_missing_file_is_a_clear_not_found(head: OldHead) -> None:
                 except NotFound as exc:
                     assert "not found" in str(exc)
                     break
+                except DashboardError as exc:
+                    if is_permanent(exc):
+                        raise
+                    await asyncio.sleep(0.5)
+                    continue
                 assert not got, "bytes of a file that is not there"
             else:
                 pytest.fail("no NotFound for a file that is not there, in 3 reads")
