@@ -84,31 +84,6 @@ def node_cells(
     }
 
 
-Shown = tuple[object, ...]
-
-
-def shown_from(node: NodeSnapshot) -> Shown:
-    """What of NODE its row shows (`node_cells` reads nothing else, the node id being the row's key):
-    two nodes with equal tuples have equal rows. Compared instead of the nodes: a poll builds every node
-    afresh, and comparing two nodes compares each field, each GPU's readings included (which the row
-    shows only the count of): at 2,000 nodes x 8 GPUs that was a fifth of the idle cockpit's CPU."""
-    return (
-        node.is_head,
-        node.hostname,
-        node.ip,
-        node.state,
-        node.state_message,
-        node.cpu_percent,
-        node.mem_used_bytes,
-        node.mem_total_bytes,
-        node.logical_gpus,
-        len(node.gpus),
-        node.object_store_used_bytes,
-        node.object_store_total_bytes,
-        node.start_time,
-    )
-
-
 def joined(node: NodeSnapshot, now: float) -> str:
     """The "Joined" cell's text: how long ago the node joined, as of NOW: seconds in its first minute,
     then whole minutes, then hours and minutes. Minutes, not `3m05s`: a column of 2,000 ages in seconds
@@ -137,9 +112,9 @@ class NodeTable(KeyedTable):
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:  # noqa: A002
         super().__init__(COLUMNS, id=id, classes=classes)
-        self._built_from: dict[str, tuple[Shown, float | None, NodeMemory | None, str, float]] = {}
-        """Per node id: what its row shows was built from (what it shows of the node (`shown_from`),
-        seconds silent, its memory, the joined text, and when that text next changes)."""
+        self._built_from: dict[str, tuple[NodeSnapshot, float | None, NodeMemory | None, str, float]] = {}
+        """Per node id: what its row shows was built from (the node, seconds silent, its memory, the
+        joined text, and when that text next changes)."""
 
     def show(
         self,
@@ -158,9 +133,9 @@ class NodeTable(KeyedTable):
         rows: list[tuple[str, Mapping[str, Text] | None]] = []
         for node in nodes:
             key, silent_for = node.node_id, silent.get(node.node_id)
-            mem, seen = memory.get(key), shown_from(node)
+            mem = memory.get(key)
             last, shown = before.get(key), self.shown_cells(key)
-            if last is None or shown is None or last[:3] != (seen, silent_for, mem):
+            if last is None or shown is None or last[:3] != (node, silent_for, mem):  # `is`, else `==`
                 age, until = joined_until(node, now)
                 rows.append((key, node_cells(node, now, silent_for, mem)))
             elif now < last[4]:  # its age's text cannot have changed yet
@@ -169,7 +144,7 @@ class NodeTable(KeyedTable):
             else:
                 age, until = joined_until(node, now)
                 rows.append((key, {**shown, "joined": Text(age)} if age != last[3] else None))
-            built_from[key] = (seen, silent_for, mem, age, until)
+            built_from[key] = (node, silent_for, mem, age, until)
         self.show_rows(rows)
         self._built_from = built_from
 
