@@ -1,5 +1,6 @@
 """Logs against the real cluster: `cockpit logs`, and streams cut mid-way that resume exactly (also in
-output that repeats itself, and in a file larger than any read's time limit allows)."""
+output that repeats itself, in a file larger than any read's time limit allows, and from a window of a
+big file's last lines)."""
 
 from __future__ import annotations
 
@@ -203,23 +204,26 @@ async def stop(collector: asyncio.Future[None]) -> None:
 BLOCK = b"".join(b"%-11s %s\n" % (name, b"=" * 180) for name in (b"rollout", b"reward 0.5", b"update"))
 
 
-def repeated_log() -> tuple[bytes, bytes]:
-    """50 identical 3-line blocks with `loss=nan` in place of block 30's middle line; and the part of it
-    written when the stream drops (mid-line in block 20, so the 4 KiB before it recur further on)."""
+def repeated_log(blocks_before: int = 0) -> tuple[bytes, bytes]:
+    """50 identical 3-line blocks with `loss=nan` in place of block 30's middle line (after BLOCKS_BEFORE
+    more); and the part of it written when the stream drops (mid-line in block 20, so the 4 KiB before
+    it recur further on)."""
     rollout, _reward, update = BLOCK.splitlines(keepends=True)
-    head = b"run 7 starts\n"
+    head = b"run 7 starts\n" + BLOCK * blocks_before
     whole = head + BLOCK * 30 + rollout + b"reward      loss=nan\n" + update + BLOCK * 19 + b"run 7 done\n"
     return whole[: len(head) + 20 * len(BLOCK) + 250], whole
 
 
-@pytest.mark.parametrize("lines", [-1, 4])
+@pytest.mark.parametrize(("lines", "blocks_before"), [(-1, 0), (4, 0), (4, 2000)])
 async def test_a_resume_in_repeated_output_loses_and_repeats_nothing(
-    ray_cluster: ClusterHandle, lines: int
+    ray_cluster: ClusterHandle, lines: int, blocks_before: int
 ) -> None:
     """The connection drops after the first part; the rest (with the one `loss=nan` line) is written before
-    the stream can carry any of it; after the resume the bytes followed are the file's, each once."""
-    first, whole = repeated_log()
-    path = head_logs(ray_cluster) / f"repeated-{lines + 1}.log"
+    the stream can carry any of it; after the resume the bytes followed are the file's, each once. With
+    2,000 blocks before (1.1 MB) a window of the last lines is tried first and cannot tell (what it must
+    find is in it many times): the file is read from byte 0 instead."""
+    first, whole = repeated_log(blocks_before)
+    path = head_logs(ray_cluster) / f"repeated-{lines + 1}-{blocks_before}.log"
     path.write_bytes(first)
     start = 0 if lines < 0 else find_start_offset_last_n_lines_from_offset(io.BytesIO(first), -1, lines)
     events: list[str] = []
@@ -244,6 +248,50 @@ async def test_a_resume_in_repeated_output_loses_and_repeats_nothing(
     assert received.count(b"loss=nan") == 1
     resumed = any("resumed" in e and "no line lost or repeated" in e for e in events)
     assert tail.resumes >= 1 and resumed, events
+    assert tail.windows == 0 and tail.replays >= 1  # no window placed it: each resume read from byte 0
+
+
+async def test_a_big_log_is_reopened_resumed_and_finished_from_windows(ray_cluster: ClusterHandle) -> None:
+    """A 2.2 MB numbered log followed from its last 5 lines: the history reads it once; the stream after
+    it, the resume after a cut link (300 lines written meanwhile) and the rest once the writer stopped
+    each start from a window of the last lines Ray's own `lines=K` sends, not from byte 0."""
+    line = b"%07d step reward=0.5 " + b"y" * 40 + b"\n"
+    data = b"".join(line % i for i in range(32_000))
+    more = [
+        b"".join(line % i for i in range(start, start + n)) for start, n in ((10**6, 100), (2 * 10**6, 300))
+    ]
+    last = b"".join(line % i for i in range(3 * 10**6, 3 * 10**6 + 50))
+    path = head_logs(ray_cluster) / "windowed.log"
+    path.write_bytes(data)
+    start = find_start_offset_last_n_lines_from_offset(io.BytesIO(data), -1, 5)
+    events: list[str] = []
+    received = bytearray()
+    token = record.cluster_token(ray_cluster.state_dir)
+    try:
+        async with relay(ray_cluster.url) as link, DashboardClient(link.url, token=token) as client:
+            source = LogSource.file(await head_node_id(client), path.name)
+            tail = LogTail(client, source, lines=5, on_event=events.append, interval=0.2)
+            collector = asyncio.ensure_future(collect(tail, received))
+            written = data
+            for i, part in enumerate(more):
+                while len(received) < len(written) - start and not collector.done():
+                    await asyncio.sleep(0.05)
+                if i:
+                    link.cut()  # no await until the part is written: only the resume can carry it
+                with path.open("ab") as log:
+                    log.write(part)
+                written += part
+            while len(received) < len(written) - start and not collector.done():
+                await asyncio.sleep(0.05)
+            await stop(collector)
+            with path.open("ab") as log:
+                log.write(last)
+            received += await tail.remainder()
+    finally:
+        path.unlink(missing_ok=True)
+    assert bytes(received) == (written + last)[start:]
+    assert tail.resumes >= 1 and any("resumed" in e for e in events), events
+    assert (tail.windows, tail.replays) == (tail.resumes + 2, 0), events
 
 
 @pytest.mark.parametrize("replacement", [b"short\n", b"other run\n" * 2000], ids=["shorter", "longer"])

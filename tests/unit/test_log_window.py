@@ -2,16 +2,22 @@
 (`read_span` with `after`), not by reading the file from byte 0: `span_in_window` either tells the
 missed bytes exactly or says it cannot (a log that repeats itself), property-tested on logs made of a few
 repeated lines; and the shared feed against the synthetic head (a 200,000-line driver log) reads about
-what was missed (a fifth of the log at most, where the whole file was read before)."""
+what was missed (a fifth of the log at most, where the whole file was read before).
+
+A tail's (re)open does the same with the bytes it last delivered (`origin_in_window`, property-tested
+alike): against the synthetic head, a new tail reads the file once (its history), and a reopen, a
+resume and the rest once the job ended read about what is new."""
 
 from __future__ import annotations
+
+from contextlib import aclosing
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from textual.app import App
 
 from cockpit.core.cluster.dashboard import DashboardClient
-from cockpit.core.logs.sources import last_lines_start, span_in_window
+from cockpit.core.logs.sources import LogSource, LogTail, last_lines_start, origin_in_window, span_in_window
 from cockpit.ui.feeds.driver_logs import KEEP_LINES, DriverLogs
 from tests.harness.properties import examples
 from tests.harness.run import until
@@ -44,6 +50,31 @@ def test_a_span_found_in_a_window_is_exactly_the_missed_bytes(
     window = grown_file[last_lines_start(grown_file, least + extra_lines) :]
     found = span_in_window(window, recent, end - start, after)
     assert found is None or found == text[start:end]
+
+
+@settings(max_examples=examples(400), deadline=None)
+@given(
+    lines=LINES,
+    grown=st.lists(st.sampled_from([b"a\n", b"bb\n", b"zz\n", b"x"]), max_size=20),
+    cuts=st.tuples(st.integers(0, 10**6), st.integers(1, 40)),
+    extra_lines=st.integers(0, 30),
+)
+@example(lines=[b"a\n"] * 30, grown=[], cuts=(10, 2), extra_lines=0)  # a log of one line repeated
+def test_a_window_is_placed_exactly_or_not_at_all(
+    lines: list[bytes], grown: list[bytes], cuts: tuple[int, int], extra_lines: int
+) -> None:
+    # What was delivered ends at OFFSET, RECENT its last bytes; the file grew since, and the window is
+    # its last lines, at least all of them from RECENT's start on (its size is chosen so).
+    text = b"".join(lines)
+    offset = cuts[0] % (len(text) + 1)
+    recent = text[max(0, offset - cuts[1]) : offset]
+    grown_file = text + b"".join(grown)
+    least = grown_file[offset - len(recent) :].count(b"\n") + 1
+    begin = last_lines_start(grown_file, least + extra_lines)
+    origin = origin_in_window(grown_file[begin:], recent, offset)
+    assert origin is None or origin == begin
+    if recent and grown_file.find(recent, grown_file.find(recent) + 1) < 0:
+        assert origin == begin  # a RECENT seen once in the whole file is always found
 
 
 def test_a_numbered_log_is_always_found_once_the_window_holds_it() -> None:
@@ -102,3 +133,52 @@ async def test_a_reader_back_after_many_lines_reads_about_what_it_missed_not_the
                 assert missed_bytes <= read < whole // 5, (read, missed_bytes, whole)
                 again.leave()
                 staying.leave()
+
+
+async def test_a_tail_reads_a_big_log_once_and_then_about_what_is_new() -> None:
+    # A driver log of 400,000 lines (about 33 MB) that grows while its tail is not followed.
+    before = 400_000
+    shape = HeadShape(nodes=2, gpus=1, actors=4, jobs=1, dead=0, log_rate=0.0, log_lines=before)
+    with SyntheticHead(shape, tick_s=3600) as head:
+        whole = len(head._log_text(0, before))
+        async with DashboardClient(head.url) as client:
+            job = (await client.jobs())[0]
+            tail = LogTail(client, LogSource.driver(job), lines=100, interval=0.1)
+            got = bytearray()
+
+            async def follow(until_lines: int, then_written: int = 0) -> None:
+                """Follow until UNTIL_LINES came (then its stream is closed); THEN_WRITTEN more lines are
+                written once the first bytes came."""
+                async with aclosing(tail.chunks()) as chunks:
+                    async for chunk in chunks:
+                        got.extend(chunk)
+                        if then_written:
+                            head.shape.log_lines += then_written
+                            then_written = 0
+                        if got.count(b"\n") >= until_lines:
+                            return
+
+            def served(endpoint: str) -> int:
+                return int(head.stats.snapshot()["endpoints"].get(endpoint, {}).get("bytes", 0))
+
+            await follow(150, then_written=50)  # 50 lines written right after the history was read
+            assert served("/api/v0/logs/file") >= whole  # the history's one read from byte 0
+            first_stream = served("/api/v0/logs/stream")
+            assert first_stream < whole // 20, first_stream  # a window, not the file again
+
+            # 10,000 lines while the pane was hidden: windows widened 4x until one holds where it
+            # stopped (those before it read in vain): a few times what was missed, not the file.
+            head.stats.reset()
+            head.shape.log_lines = before + 10_050
+            await follow(10_150)
+            missed = len(head._log_text(before + 50, before + 10_050))
+            assert missed < served("/api/v0/logs/stream") < min(whole // 10, 4 * missed)
+            assert served("/api/v0/logs/file") == 0
+
+            head.stats.reset()
+            head.shape.log_lines = before + 20_050  # the job ended after 10,000 more
+            got.extend(await tail.remainder())
+            assert missed <= served("/api/v0/logs/file") < min(whole // 10, 4 * missed)
+            assert served("/api/v0/logs/stream") == 0
+            assert bytes(got) == head._log_text(before - 100, before + 20_050)  # none lost or repeated
+            assert (tail.windows, tail.replays) == (3, 0)

@@ -309,15 +309,19 @@ class TargetWatch:
     async def _finish(self, client: DashboardClient, followed: _Followed, lines: int = -1) -> None:
         """FOLLOWED's stream stopped and the rest of its log read (the last LINES lines when it was never
         followed), so that its metrics are judged to the end."""
-        from cockpit.core.logs.sources import LogSource, LogTail
+        from cockpit.core.logs.sources import LogSource, LogTail, last_lines
 
         if followed.task is not None:
             followed.task.cancel()
             await asyncio.gather(followed.task, return_exceptions=True)
-        tail = followed.tail or LogTail(client, LogSource.driver(followed.job), lines=lines)
-        tail.client = client
+        source = LogSource.driver(followed.job)
+        if followed.tail is not None:
+            followed.tail.client = client
+            rest = followed.tail.rest()
+        else:  # never followed: its last LINES lines in one read at the end (the whole file for -1)
+            rest = last_lines(client, source, lines) if lines >= 0 else LogTail(client, source, lines).rest()
         with contextlib.suppress(CockpitError):
-            async for chunk in tail.rest():
+            async for chunk in rest:
                 followed.feed(chunk)
         followed.store.extend(followed.parser.flush())
         self._nonfinite[followed.job.key] = tuple(followed.store.nonfinite())

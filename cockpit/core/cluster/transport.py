@@ -101,6 +101,11 @@ class DashboardTransport:
         """For `_get_unless_same`: the last answer of each kind of request, as sent and as read."""
 
     @property
+    def timeout_s(self) -> float | None:
+        """The limit on each request, and on each wait for a log's next chunk where a wait is limited."""
+        return self._timeout.total
+
+    @property
     def display_url(self) -> str:
         return self._label or self.base_url
 

@@ -10,6 +10,12 @@ already delivered and checks the last 4 KiB of them on the way (a file replaced 
 tail is caught there, or by being shorter than what was delivered). The cost is a read of the whole
 file per resume; no read has a total time limit, only a limit on each wait while that part is resent.
 
+A reopen need not pay that read. Where the last bytes delivered occur exactly once in a window of the
+file's last lines (Ray's `lines=K`, sized from what can have been written since), they tell where the
+window begins (`origin_in_window`), and the stream goes on from there: a new tail reads the file once
+(for its history), a resume after a drop about what it missed. A log that repeats itself, or a window
+that cannot be told for sure, falls back to the replay from byte 0.
+
 A reader that comes back to a stream still open (`read_span` with the stream's bytes after the gap)
 needs no position: what it missed lies between two known runs of bytes, and a window of the file's last
 lines that holds each of them once tells it exactly (`span_in_window`), at about the cost of the gap.
@@ -26,7 +32,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from cockpit.core.cluster.dashboard import DashboardClient
-from cockpit.core.cluster.errors import DashboardError, LogStalled
+from cockpit.core.cluster.errors import DashboardError, DashboardUnreachable, LogStalled
 from cockpit.core.errors import CockpitError, is_permanent
 from cockpit.core.snapshots import ActorRow, JobRow
 
@@ -35,6 +41,16 @@ CHECKED_BYTES = 4096
 HISTORY_LIMIT = 8 << 20
 """At most this much history when starting at the last N lines (one runaway line cannot fill memory)."""
 RETRY_SECONDS = (0.5, 1.0, 2.0, 4.0)
+WINDOW_FROM_BYTES = 1 << 20
+"""A reopen at fewer bytes than this replays the file from byte 0 (cheap); at more, a window comes first."""
+WINDOW_MARGIN_LINES = 1000
+"""Lines a window holds beyond the last ones delivered and those written since, by the rate seen."""
+WINDOW_RATE_LIMIT = 20_000
+"""Lines a second a window is sized for at most (a replay of old bytes comes faster than any writer)."""
+WINDOW_QUIET_S = 1.0
+WINDOW_WAIT_S = 3.0
+"""A stream's window is taken as whole after this long without a byte, or this long in all with all its
+lines but the last (a last line still being written, like a progress bar's)."""
 FILE_READ_FLOOR_S = 600
 FILE_READ_BYTES_PER_S = 1 << 20
 """The dashboard's deadline for one whole-file read: the floor, plus a second per MiB known to be there."""
@@ -250,9 +266,10 @@ class LogTail:
     replaced, truncated or rotated, `on_event` says so and the tail goes on with the new file from its
     top (that break is the one exception, and it is announced).
 
-    Cost: every (re)open reads the file from byte 0 and drops what was delivered (Ray can start nowhere
-    else, see the module docstring); starting at the last N lines reads the file once more before that.
-    One iteration at a time: `chunks()` and `rest()` share the position.
+    Cost: starting at the last N lines reads the file once, from byte 0, to place the start point; a
+    (re)open after that reads a window of the file's last lines where it tells the place for sure, else
+    the file from byte 0 again, dropping what was delivered (see the module docstring). One iteration at
+    a time: `chunks()` and `rest()` share the position.
 
     Args:
         lines: how many existing lines to start with (-1: the whole file, 0: none).
@@ -287,6 +304,14 @@ class LogTail:
         """None until the start point is placed (the first read of the file)."""
         self._largest = 0
         """The most bytes any read of this file has seen: a floor for the size of the next one."""
+        self.windows = 0
+        """Reopens placed by a window of the file's last lines (no read from byte 0)."""
+        self.replays = 0
+        """Reopens that read the file from byte 0 (the history's read not counted)."""
+        self._lines = 0
+        self._first_at: float | None = None
+        self._last_at: float | None = None
+        """Lines delivered, and when the first and the latest bytes were: the rate a window is sized by."""
 
     @property
     def offset(self) -> int | None:
@@ -298,9 +323,109 @@ class LogTail:
         known = max(self._largest, self._ledger.offset if self._ledger is not None else 0)
         return (FILE_READ_FLOOR_S + known // FILE_READ_BYTES_PER_S) << min(failures, 6)
 
-    def _deliver(self, data: bytes) -> bytes:
+    def _deliver(self, data: bytes, history: bool = False) -> bytes:
         self.delivered += len(data)
+        self._last_at = time.monotonic()
+        if history:  # not written at the rate of what follows
+            self._first_at = self._last_at
+            return data
+        self._lines += data.count(b"\n")
+        if self._first_at is None:
+            self._first_at = self._last_at
         return data
+
+    def _window_lines(self, ledger: Ledger) -> int:
+        """How many last lines a window asks for: those of the bytes it must find, and twice as many as
+        can have been written since the latest delivery at the rate seen, and a margin."""
+        since = 0
+        if self._first_at is not None and self._last_at is not None:
+            now = time.monotonic()
+            rate = min(WINDOW_RATE_LIMIT, self._lines / max(1.0, self._last_at - self._first_at))
+            since = int(2 * rate * (now - self._last_at))
+        return ledger.recent.count(b"\n") + since + WINDOW_MARGIN_LINES
+
+    @staticmethod
+    def _windowed(ledger: Ledger) -> bool:
+        return ledger.offset >= WINDOW_FROM_BYTES and bool(ledger.recent)
+
+    @staticmethod
+    def _widest(ledger: Ledger, window: bytes) -> bool:
+        """Whether WINDOW is as wide as a window gets: 4x wider would pass WINDOW_BYTES_LIMIT, or half
+        of what a read from byte 0 costs (a stream dropped while it replayed old bytes is far from the
+        file's end, where no window finds it)."""
+        return 4 * len(window) > min(WINDOW_BYTES_LIMIT, ledger.offset // 2)
+
+    async def _stream_window(self, reader: _Reader, lines: int) -> tuple[bytes, bool]:
+        """The window a stream opened at the last LINES lines sends first, and whether it came whole:
+        all its lines arrived, or all but a last one still being written. A window cut short (fewer
+        lines, then a pause) is the whole file, or a slow head: the caller tells which."""
+        first_wait = self.client.timeout_s or 30.0
+        chunk = await reader.next(first_wait)  # the answer comes with the first chunk, however slow
+        if chunk is None:
+            raise DashboardUnreachable(
+                f"the log stream from {self.client.display_url} sent nothing for {first_wait:g} s."
+            )
+        window = bytearray(chunk)
+        newlines = chunk.count(b"\n")
+        begun = time.monotonic()
+        while newlines < lines and len(window) <= WINDOW_BYTES_LIMIT:
+            wait = min(WINDOW_QUIET_S, begun + WINDOW_WAIT_S - time.monotonic())
+            chunk = await reader.next(max(0.0, wait))
+            if chunk is None:
+                break
+            window += chunk
+            newlines += chunk.count(b"\n")
+        return bytes(window), newlines >= lines - 1
+
+    async def _opened(self, ledger: Ledger) -> AsyncIterator[bytes]:
+        """A stream's bytes past what LEDGER says was delivered, fed through it (b"" while a replay is
+        still before the end of what was delivered): from a window of the file's last lines where
+        `origin_in_window` places it (widened while the bytes to find are not in it yet), else from
+        byte 0."""
+        params = self.source.params()
+        if self._windowed(ledger):
+            lines = self._window_lines(ledger)
+            while True:
+                reader = _Reader(self.client.stream_log(params, lines=lines, interval=self.interval))
+                try:
+                    window, whole = await self._stream_window(reader, lines)
+                    origin = origin_in_window(window, ledger.recent, ledger.offset)
+                    # A window cut short tells only when it is the file from byte 0.
+                    if origin is not None and (whole or origin == 0):
+                        self.windows += 1
+                        ledger.seen = origin
+                        yield ledger.feed(window)
+                        while True:
+                            chunk = await reader.next()
+                            assert chunk is not None  # no limit on the wait
+                            yield ledger.feed(chunk)
+                finally:
+                    await reader.close()
+                if not whole or ledger.recent in window or self._widest(ledger, window):
+                    break  # a wider window cannot tell either
+                lines *= 4
+        self.replays += 1
+        ledger.replay()
+        async for chunk in self.client.stream_log(
+            params, lines=-1, interval=self.interval, replay_bytes=ledger.offset
+        ):
+            yield ledger.feed(chunk)
+
+    async def _read_window(self, ledger: Ledger) -> bytes | None:
+        """The bytes past what LEDGER says was delivered, to the end of the file as it is now, from a
+        window of its last lines (read whole through the file endpoint, widened while the bytes to find
+        are not in it yet); None where no window tells the place for sure."""
+        lines = self._window_lines(ledger)
+        while True:
+            window = b"".join([c async for c in self.client.read_log(self.source.params(), lines=lines)])
+            origin = origin_in_window(window, ledger.recent, ledger.offset)
+            if origin is not None:
+                self.windows += 1
+                ledger.seen = origin
+                return ledger.feed(window)
+            if window.count(b"\n") < lines - 1 or ledger.recent in window or self._widest(ledger, window):
+                return None  # the whole file, or a wider window cannot tell either
+            lines *= 4
 
     async def _history(self, failures: int) -> bytes:
         """Read the file to its end, keep its last `lines` lines and place the start point after them."""
@@ -352,25 +477,23 @@ class LogTail:
                     else:
                         history = await self._history(failures)
                         if history:
-                            yield self._deliver(history)
+                            yield self._deliver(history, history=True)
                 ledger = self._ledger
                 assert ledger is not None
                 ledger.replay()
-                async for chunk in self.client.stream_log(
-                    self.source.params(), lines=-1, interval=self.interval, replay_bytes=ledger.offset
-                ):
-                    data = ledger.feed(chunk)
-                    if failures and ledger.caught_up:
-                        down = time.monotonic() - (self.dropped_at or time.monotonic())
-                        self.on_event(
-                            f"{self.source.label}: stream resumed after {down:.0f} s, "
-                            "no line lost or repeated"
-                        )
-                        failures = 0
-                        self.dropped = ""
-                        self.dropped_at = None
-                    if data:
-                        yield self._deliver(data)
+                async with aclosing(cast("AsyncGenerator[bytes, None]", self._opened(ledger))) as opened:
+                    async for data in opened:
+                        if failures and ledger.caught_up:
+                            down = time.monotonic() - (self.dropped_at or time.monotonic())
+                            self.on_event(
+                                f"{self.source.label}: stream resumed after {down:.0f} s, "
+                                "no line lost or repeated"
+                            )
+                            failures = 0
+                            self.dropped = ""
+                            self.dropped_at = None
+                        if data:
+                            yield self._deliver(data)
             except FileReplaced:
                 self._replaced()
             except DashboardError as exc:
@@ -404,10 +527,17 @@ class LogTail:
                     if self.lines >= 0:
                         history = await self._history(failures)
                         if history:
-                            yield self._deliver(history)
+                            yield self._deliver(history, history=True)
                         return
                     self._ledger = Ledger()
                 ledger = self._ledger
+                if self._windowed(ledger):
+                    data = await self._read_window(ledger)
+                    if data is not None:
+                        if data:
+                            yield self._deliver(data)
+                        return
+                self.replays += 1
                 ledger.replay()
                 async for chunk in self.client.read_log(
                     self.source.params(), deadline_s=self._deadline(failures)
@@ -431,6 +561,59 @@ class LogTail:
     async def remainder(self) -> bytes:
         """`rest()` joined (held in memory whole: for a large file, iterate `rest()`)."""
         return b"".join([chunk async for chunk in self.rest()])
+
+
+async def last_lines(client: DashboardClient, source: LogSource, lines: int) -> AsyncIterator[bytes]:
+    """SOURCE's last LINES lines as Ray picks them (`lines=N`: one read at the file's end, whatever its
+    size), for a look once; a tail that goes on from them is `LogTail`."""
+    async for chunk in client.read_log(source.params(), lines=lines):
+        yield chunk
+
+
+def origin_in_window(window: bytes, recent: bytes, offset: int) -> int | None:
+    """Where, in the file, WINDOW begins (bytes Ray sent from the start of the file's last lines, a place
+    it does not say), told by RECENT, the bytes the file holds just before OFFSET; None where WINDOW
+    cannot tell that for sure: RECENT in it twice (a log that repeats itself), not at all (a window too
+    short, a file rewritten), or a place before byte 0.
+
+    Exact whenever WINDOW reaches back to RECENT's true place: then a second, false place would put
+    RECENT in WINDOW twice. The window is asked for right away, sized from what can have been written
+    since OFFSET, so only a log that grew by more than that in the moment and repeats RECENT exactly
+    could mislead it.
+    """
+    if not recent:
+        return None
+    at = window.find(recent)
+    if at < 0 or window.find(recent, at + 1) >= 0:
+        return None
+    origin = offset - at - len(recent)
+    return origin if origin >= 0 else None
+
+
+class _Reader:
+    """An async iterator read with a limit on each wait; a wait that runs out leaves the read going, so
+    no chunk is lost (the next call takes it)."""
+
+    def __init__(self, chunks: AsyncIterator[bytes]) -> None:
+        self.chunks = cast("AsyncGenerator[bytes, None]", chunks)
+        self.pending: asyncio.Future[bytes] | None = None
+
+    async def next(self, timeout: float | None = None) -> bytes | None:
+        """The next chunk, or None when TIMEOUT passed first (the end of the iterator raises)."""
+        if self.pending is None:
+            self.pending = asyncio.ensure_future(anext(self.chunks))
+        done, _ = await asyncio.wait({self.pending}, timeout=timeout)
+        if not done:
+            return None
+        pending, self.pending = self.pending, None
+        return pending.result()
+
+    async def close(self) -> None:
+        if self.pending is not None:
+            self.pending.cancel()
+            await asyncio.gather(self.pending, return_exceptions=True)
+            self.pending = None
+        await self.chunks.aclose()
 
 
 def span_in_window(window: bytes, recent: bytes, length: int, after: bytes) -> bytes | None:

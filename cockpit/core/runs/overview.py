@@ -164,13 +164,13 @@ async def _look(target: RunTarget, parsed: Any, options: ConnectOptions) -> RunR
 async def _last_step(client: DashboardClient, job: JobRow) -> int | None:
     """JOB's last step in the last `STEP_LINES` lines of its driver log (one small read), None when
     none is there or the log cannot be read."""
-    from cockpit.core.logs.sources import LogSource, LogTail
+    from cockpit.core.logs.sources import LogSource, last_lines
     from cockpit.core.metrics.lines import MetricsParser
     from cockpit.core.metrics.series import SeriesStore
 
     parser, store = MetricsParser("auto"), SeriesStore(max_points=8, max_keys=64)
     try:
-        async for chunk in LogTail(client, LogSource.driver(job), lines=STEP_LINES).rest():
+        async for chunk in last_lines(client, LogSource.driver(job), STEP_LINES):
             store.extend(parser.feed(chunk))
     except CockpitError:
         return None
