@@ -94,6 +94,10 @@ def soak(minutes: float, switch_every: float, nodes: int, log_rate: float) -> di
                     )
                 time.sleep(10)
             control = _get(f"{url}/__control")  # no change: reads how many lines the log holds
+            endpoints = {
+                path: {"requests": e["requests"], "bytes": e["bytes"]}
+                for path, e in _get(f"{url}/__stats")["endpoints"].items()
+            }
             quit_s = quit_app(term, pid, timeout=60)
         finally:
             term.close()
@@ -110,6 +114,7 @@ def soak(minutes: float, switch_every: float, nodes: int, log_rate: float) -> di
         "first_last": {k: (steady[0][k], steady[-1][k]) for k in keys},
         "tracebacks_seen": tracebacks,
         "log_lines_written": control["log_lines"],
+        "head_endpoints": endpoints,
         "quit_s": quit_s,
         "load_after": load_average(),
     }
