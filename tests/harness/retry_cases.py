@@ -35,7 +35,7 @@ from cockpit.core.gpu.errors import AgentFailed, NoGpuFound
 from cockpit.core.jobs.errors import LaunchBlocked, OverrideError, UploadError
 from cockpit.core.jobs.profile_load import ProfileError
 from cockpit.core.local.record import LocalClusterError
-from cockpit.core.logs.sources import FileReplaced
+from cockpit.core.logs.position import FileReplaced
 from cockpit.core.slurm.queue import SlurmError, SlurmJob, SlurmNotRunning
 from cockpit.core.snapshots import JobNotFound
 from cockpit.core.ssh.config import config_files

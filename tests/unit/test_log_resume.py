@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from ray.dashboard.modules.log.log_agent import find_start_offset_last_n_lines_from_offset
 
-from cockpit.core.logs.sources import CHECKED_BYTES, FileReplaced, LastLines, Ledger
+from cockpit.core.logs.position import CHECKED_BYTES, FileReplaced, LastLines, Ledger
 
 # Bytes that make lines, repeated blocks and CRs likely, plus anything at all.
 content = st.one_of(

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from textual.app import App
 
 from cockpit.core.cluster.dashboard import DashboardClient
-from cockpit.core.logs.sources import LogSource, LogTail, last_lines_start, origin_in_window, span_in_window
+from cockpit.core.logs.position import last_lines_start, origin_in_window, span_in_window
+from cockpit.core.logs.sources import LogSource, LogTail
 from cockpit.ui.feeds.driver_logs import KEEP_LINES, DriverLogs
 from tests.harness.properties import examples
 from tests.harness.run import until

@@ -1,20 +1,12 @@
 """Provides log sources (a job's driver log, an actor's output, any file of any node) and `LogTail`,
 which follows one through the dashboard and resumes after a drop with no gap and no repeated byte.
 
-Ray 2.60's log API cannot start a read at a byte offset, and it reports no file size: `lines=N` counts
-from the end of the file as it is at that moment, and `lines=-1` starts at byte 0. Counted from the
-end, no position survives a drop: in a run that prints the same block over and over, nothing tells how
-many blocks were written while the stream was down. Byte 0 is the one fixed point, so the tail counts
-every byte from there (`Ledger`): each (re)open reads the file from its start, discards exactly the bytes
-already delivered and checks the last 4 KiB of them on the way (a file replaced or rotated under the
-tail is caught there, or by being shorter than what was delivered). The cost is a read of the whole
-file per resume; no read has a total time limit, only a limit on each wait while that part is resent.
-
-A reopen need not pay that read. Where the last bytes delivered occur exactly once in a window of the
-file's last lines (Ray's `lines=K`, sized from what can have been written since), they tell where the
-window begins (`origin_in_window`), and the stream goes on from there: a new tail reads the file once
-(for its history), a resume after a drop about what it missed. A log that repeats itself, or a window
-that cannot be told for sure, falls back to the replay from byte 0.
+Ray's log API has no byte offset (`position`): a tail places its start by reading the file once from
+byte 0; each (re)open after that starts from a window of the file's last lines (Ray's `lines=K`, sized
+from what can have been written since) where the last bytes delivered occur in it exactly once, so a
+resume reads about what it missed. A log that repeats itself, or a window that cannot be told for sure,
+is read from byte 0 again, discarding exactly the bytes already delivered; no read has a total time
+limit, only a limit on each wait while that part is resent.
 
 A reader that comes back to a stream still open (`read_span` with the stream's bytes after the gap)
 needs no position: what it missed lies between two known runs of bytes, and a window of the file's last
@@ -29,17 +21,26 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import cast
+from typing import TypeVar, cast
 
 from cockpit.core.cluster.dashboard import DashboardClient
 from cockpit.core.cluster.errors import DashboardError, DashboardUnreachable, LogStalled
-from cockpit.core.errors import CockpitError, is_permanent
+from cockpit.core.errors import is_permanent
+from cockpit.core.logs.position import (
+    AFTER_BYTES,
+    CHECKED_BYTES,
+    HISTORY_LIMIT,
+    WINDOW_BYTES_LIMIT,
+    FileReplaced,
+    LastLines,
+    Ledger,
+    look_for_origin,
+    look_for_span,
+)
 from cockpit.core.snapshots import ActorRow, JobRow
 
-CHECKED_BYTES = 4096
-"""How many of the last bytes delivered a replay compares, at their exact offsets (not a search)."""
-HISTORY_LIMIT = 8 << 20
-"""At most this much history when starting at the last N lines (one runaway line cannot fill memory)."""
+T = TypeVar("T")
+
 RETRY_SECONDS = (0.5, 1.0, 2.0, 4.0)
 WINDOW_FROM_BYTES = 1 << 20
 """A reopen at fewer bytes than this replays the file from byte 0 (cheap); at more, a window comes first."""
@@ -54,100 +55,6 @@ lines but the last (a last line still being written, like a progress bar's)."""
 FILE_READ_FLOOR_S = 600
 FILE_READ_BYTES_PER_S = 1 << 20
 """The dashboard's deadline for one whole-file read: the floor, plus a second per MiB known to be there."""
-
-
-class FileReplaced(CockpitError):
-    """The file no longer holds the bytes delivered from it (rewritten, truncated or rotated). `LogTail`
-    catches it and follows the new file from its top; it reaches no one else."""
-
-
-class Ledger:
-    """Where the bytes delivered so far end in the file, and the last of them.
-
-    A replay is a read of the file from byte 0; `feed` takes its chunks in order, however they are cut,
-    and returns only the bytes past `offset` (advancing it): after any number of replays that stop
-    anywhere, the bytes returned, joined, are the file from the first offset on, once each.
-    """
-
-    def __init__(self, offset: int = 0, recent: bytes = b"") -> None:
-        self.offset = offset
-        """Absolute offset, in the file, of the end of what was delivered."""
-        self.recent = recent[-CHECKED_BYTES:]
-        """The last bytes before `offset` (up to CHECKED_BYTES): what a replay must find there."""
-        self.seen = 0
-        """Bytes of the current replay fed so far (its position in the file)."""
-
-    def replay(self) -> None:
-        """A new read of the file from byte 0 begins."""
-        self.seen = 0
-
-    @property
-    def caught_up(self) -> bool:
-        return self.seen >= self.offset
-
-    def feed(self, chunk: bytes) -> bytes:
-        """The part of `chunk` (the replay's next bytes) past what was delivered; it counts as delivered.
-
-        Raises:
-            FileReplaced: the replay's bytes before `offset` differ from the ones delivered there.
-        """
-        start, self.seen = self.seen, self.seen + len(chunk)
-        checked_from = self.offset - len(self.recent)
-        low, high = max(start, checked_from), min(self.seen, self.offset)
-        if (
-            low < high
-            and chunk[low - start : high - start] != self.recent[low - checked_from : high - checked_from]
-        ):
-            raise FileReplaced(f"the bytes before offset {self.offset} changed")
-        if self.seen <= self.offset:
-            return b""
-        new = chunk[self.offset - start :]
-        self.offset = self.seen
-        self.recent = (self.recent + new)[-CHECKED_BYTES:]
-        return new
-
-
-class LastLines:
-    """The last `n` lines of a read from byte 0, chosen as Ray's `lines=n` chooses them (a last line
-    without a newline counts as one), and never more than `limit` bytes (then cut mid-line).
-
-    Memory stays near the size of those lines: the start only moves forward as bytes arrive, so
-    everything before it is dropped now and then.
-    """
-
-    def __init__(self, n: int, limit: int = HISTORY_LIMIT) -> None:
-        self.n = n
-        self.limit = limit
-        self._buffer = bytearray()
-        self._kept = 0
-
-    def feed(self, chunk: bytes) -> None:
-        self._buffer += chunk
-        if len(self._buffer) > 2 * max(self._kept, 1 << 20):
-            del self._buffer[: self._start()]
-            self._kept = len(self._buffer)
-
-    def _start(self) -> int:
-        return last_lines_start(self._buffer, self.n, self.limit)
-
-    def take(self) -> bytes:
-        return bytes(self._buffer[self._start() :])
-
-
-def last_lines_start(data: bytes | bytearray, n: int, limit: int = HISTORY_LIMIT) -> int:
-    """Where, in DATA, its last N lines begin, as Ray's `lines=n` counts them (a last line without a
-    newline counts as one), and at most LIMIT bytes from the end (then mid-line)."""
-    end = len(data)
-    if n <= 0:
-        return end
-    # Start after the (n+1)-th newline from the end, the file's last newline included; a partial
-    # last line is one of the n. Fewer newlines: the start of what is held (a line start, or byte 0).
-    position = end
-    for _ in range(n + 1 if data.endswith(b"\n") else n):
-        position = data.rfind(b"\n", 0, position)
-        if position < 0:
-            break
-    return max(position + 1, end - limit)
 
 
 @dataclass(frozen=True)
@@ -389,7 +296,7 @@ class LogTail:
                 reader = _Reader(self.client.stream_log(params, lines=lines, interval=self.interval))
                 try:
                     window, whole = await self._stream_window(reader, lines)
-                    origin = origin_in_window(window, ledger.recent, ledger.offset)
+                    origin, final = await _scan(look_for_origin, window, ledger.recent, ledger.offset, lines)
                     # A window cut short tells only when it is the file from byte 0.
                     if origin is not None and (whole or origin == 0):
                         self.windows += 1
@@ -401,7 +308,7 @@ class LogTail:
                             yield ledger.feed(chunk)
                 finally:
                     await reader.close()
-                if not whole or ledger.recent in window or self._widest(ledger, window):
+                if final or self._widest(ledger, window):
                     break  # a wider window cannot tell either
                 lines *= 4
         self.replays += 1
@@ -418,12 +325,12 @@ class LogTail:
         lines = self._window_lines(ledger)
         while True:
             window = b"".join([c async for c in self.client.read_log(self.source.params(), lines=lines)])
-            origin = origin_in_window(window, ledger.recent, ledger.offset)
+            origin, final = await _scan(look_for_origin, window, ledger.recent, ledger.offset, lines)
             if origin is not None:
                 self.windows += 1
                 ledger.seen = origin
                 return ledger.feed(window)
-            if window.count(b"\n") < lines - 1 or ledger.recent in window or self._widest(ledger, window):
+            if final or self._widest(ledger, window):
                 return None  # the whole file, or a wider window cannot tell either
             lines *= 4
 
@@ -570,24 +477,15 @@ async def last_lines(client: DashboardClient, source: LogSource, lines: int) -> 
         yield chunk
 
 
-def origin_in_window(window: bytes, recent: bytes, offset: int) -> int | None:
-    """Where, in the file, WINDOW begins (bytes Ray sent from the start of the file's last lines, a place
-    it does not say), told by RECENT, the bytes the file holds just before OFFSET; None where WINDOW
-    cannot tell that for sure: RECENT in it twice (a log that repeats itself), not at all (a window too
-    short, a file rewritten), or a place before byte 0.
+SCAN_ON_LOOP_BYTES = 1 << 20
+"""A window larger than this is scanned on a thread (tens of MB would hold up the screen)."""
 
-    Exact whenever WINDOW reaches back to RECENT's true place: then a second, false place would put
-    RECENT in WINDOW twice. The window is asked for right away, sized from what can have been written
-    since OFFSET, so only a log that grew by more than that in the moment and repeats RECENT exactly
-    could mislead it.
-    """
-    if not recent:
-        return None
-    at = window.find(recent)
-    if at < 0 or window.find(recent, at + 1) >= 0:
-        return None
-    origin = offset - at - len(recent)
-    return origin if origin >= 0 else None
+
+async def _scan(look: Callable[..., T], window: bytes, *args: object) -> T:
+    """LOOK(WINDOW, *ARGS), each look a scan of WINDOW: on a thread when WINDOW is large."""
+    if len(window) <= SCAN_ON_LOOP_BYTES:
+        return look(window, *args)
+    return await asyncio.to_thread(look, window, *args)
 
 
 class _Reader:
@@ -616,38 +514,6 @@ class _Reader:
         await self.chunks.aclose()
 
 
-def span_in_window(window: bytes, recent: bytes, length: int, after: bytes) -> bytes | None:
-    """The LENGTH bytes between RECENT and AFTER, found in WINDOW (the file's last lines as Ray sent
-    them), or None where WINDOW cannot tell them for sure.
-
-    The span's place in the file is known, WINDOW's is not (Ray 2.60 sends no offset), so the span is
-    found by its two sides: RECENT just before it and AFTER just after it must each occur exactly once
-    in WINDOW, LENGTH bytes apart. A side seen twice (a log that repeats itself) or not at all (a window
-    too short, a file rewritten) gives None, and the caller reads the file from byte 0 instead.
-
-    Exact whenever WINDOW reaches back to AFTER's true place (then a second, false place of the span
-    would put AFTER in WINDOW twice). The window is read right after the reader returns and sized from
-    what is known to follow, so only a log that grew by more than the window in that moment and repeats
-    RECENT, LENGTH bytes and AFTER exactly could mislead it.
-    """
-    if not recent or not after:
-        return None
-    at = window.find(recent)
-    if at < 0 or window.find(recent, at + 1) >= 0:
-        return None
-    begin = at + len(recent)
-    follows = window.find(after)
-    if follows != begin + length or window.find(after, follows + 1) >= 0:
-        return None
-    return window[begin:follows]
-
-
-WINDOW_BYTES_LIMIT = 64 << 20
-"""The largest window of last lines asked for before reading the file from byte 0 instead."""
-AFTER_BYTES = 64 << 10
-"""How much of what follows a span anchors it in a window (`span_in_window`)."""
-
-
 async def _span_from_end(
     client: DashboardClient, source: LogSource, length: int, recent: bytes, after: bytes, beyond: int
 ) -> bytes | None:
@@ -662,19 +528,11 @@ async def _span_from_end(
     while wanted <= WINDOW_BYTES_LIMIT:
         lines = wanted // line_bytes * 5 // 4 + 100
         window = b"".join([chunk async for chunk in client.read_log(source.params(), lines=lines)])
-        # Off the event loop: a window can be tens of MB, and every look at it is a scan.
-        span, final = await asyncio.to_thread(_look, window, recent, length, after, lines)
+        span, final = await _scan(look_for_span, window, recent, length, after, lines)
         if span is not None or final:
             return span
         wanted *= 4
     return None
-
-
-def _look(window: bytes, recent: bytes, length: int, after: bytes, lines: int) -> tuple[bytes | None, bool]:
-    """`span_in_window`'s answer, and whether a wider window could not change it: WINDOW is the whole
-    file (fewer lines than asked for), or it holds RECENT already."""
-    span = span_in_window(window, recent, length, after)
-    return span, span is not None or window.count(b"\n") < lines - 1 or recent in window
 
 
 async def read_span(

@@ -26,15 +26,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cockpit.core.errors import CockpitError
-from cockpit.core.logs.sources import (
-    AFTER_BYTES,
-    CHECKED_BYTES,
-    FileReplaced,
-    LogSource,
-    LogTail,
-    last_lines_start,
-    read_span,
-)
+from cockpit.core.logs.position import AFTER_BYTES, CHECKED_BYTES, FileReplaced, last_lines_start
+from cockpit.core.logs.sources import LogSource, LogTail, read_span
 from cockpit.ui.feeds import start_worker
 
 if TYPE_CHECKING:
