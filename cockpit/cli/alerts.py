@@ -19,7 +19,15 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from cockpit.cli.common import EXIT_OK, add_connection_flags, connect_options, err, say, user_config
+from cockpit.cli.common import (
+    EXIT_OK,
+    add_connection_flags,
+    connect_options,
+    err,
+    malloc_for_a_long_run,
+    say,
+    user_config,
+)
 
 if TYPE_CHECKING:
     from cockpit.core.alerts.book import Alert
@@ -107,6 +115,7 @@ def alerts(args: argparse.Namespace) -> int:
         roles=rules,
     )
     notify = args.notify or settings.notify
+    malloc_for_a_long_run()
     asyncio.run(_run(args, targets, watch_settings, command, settings.command_timeout, notify))
     return EXIT_OK
 

@@ -16,6 +16,7 @@ from cockpit.cli.common import (
     add_connect_options,
     connect_options,
     err,
+    malloc_for_a_long_run,
     say,
     user_config,
 )
@@ -52,6 +53,7 @@ def connect(args: argparse.Namespace) -> int:
         err("connect: no TARGET given and no `target` in the config (cockpit config show)")
         return EXIT_USAGE
     target = parse_target(raw)
+    malloc_for_a_long_run()
     with gc_paused():
         from cockpit.core.runs.recent import remember
         from cockpit.ui.app import CockpitApp
@@ -122,6 +124,7 @@ def demo(args: argparse.Namespace) -> int:
 
         submission_id = asyncio.run(submit())
         say(f"submitted the {profile.name} job: {submission_id}")
+        malloc_for_a_long_run()
         from cockpit.ui.app import CockpitApp
 
         stop_here = started_here and not args.keep

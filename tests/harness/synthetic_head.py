@@ -1281,7 +1281,7 @@ class SyntheticHead:
                 body = self._log_text(start, stop)
                 try:
                     await response.write(body)
-                except ConnectionResetError:  # aiohttp's ClientConnectionResetError too
+                except ConnectionError:  # reset, or aiohttp's "Connection lost" while draining
                     return response  # the reader went away mid-write
                 self._count_stream(request, len(body))
                 self.log_lines_sent += stop - start
