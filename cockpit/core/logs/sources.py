@@ -301,7 +301,10 @@ class LogTail:
                     if origin is not None and (whole or origin == 0):
                         self.windows += 1
                         ledger.seen = origin
-                        yield ledger.feed(window)
+                        data = ledger.feed(window)
+                        del window  # tens of MB after a long gap: not kept for the stream's life
+                        yield data
+                        del data
                         while True:
                             chunk = await reader.next()
                             assert chunk is not None  # no limit on the wait
