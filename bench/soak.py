@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -127,6 +128,9 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=2_000)
     parser.add_argument("--log-rate", type=float, default=2_000.0)
     args = parser.parse_args()
+    # SIGTERM and SIGHUP unwind like Ctrl+C: the synthetic head and the cockpit's terminal are closed.
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, lambda number, _frame: sys.exit(128 + number))
     doc = soak(args.minutes, args.switch_every, args.nodes, args.log_rate)
     out = REPO / "bench" / "results" / f"soak-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
