@@ -1,5 +1,6 @@
 """The keyed table (`cockpit.ui.widgets.keyed_table`) in a Pilot app: a refresh writes only the cells that
-changed (counted at `update_cell`, and the table's own row and cell objects compared), a change of style
+changed (counted at `write_cells` and `update_cell`, and the table's own row and cell objects compared),
+renders them alone again and draws exactly what a table rendered from scratch draws, a change of style
 alone is redrawn, rows come, go and move by key with the cursor kept on its row, a row given as None stays
 as shown, and hostile text shows as text. On the Jobs screen (fixture state): a new job at the top leaves
 the cursor on the job it was on, so `s` stops the job the user chose."""
@@ -7,6 +8,7 @@ the cursor on the job it was on, so `s` stops the job the user chose."""
 from __future__ import annotations
 
 import io
+import random
 import time
 from collections.abc import Mapping
 from dataclasses import replace
@@ -45,6 +47,10 @@ class CountingTable(KeyedTable):
     ) -> None:
         self.updates.append((name_of(row_key), name_of(column_key)))
         super().update_cell(row_key, column_key, value, update_width=update_width)
+
+    def write_cells(self, cells: Mapping[tuple[str, str], Text]) -> None:
+        self.updates.extend(cells)
+        super().write_cells(cells)
 
     def add_row(
         self, *cells: Text, height: int | None = 1, key: str | None = None, label: TextType | None = None
@@ -107,6 +113,73 @@ async def test_a_refresh_writes_only_the_cells_that_changed() -> None:
             assert table.rows[RowKey(key)] is row_objects[key]
             for column, (old, new) in enumerate(zip(cells[key], table.get_row(key), strict=True)):
                 assert (new is old) != (key == "b" and column == 2)
+
+
+def table_text(table: KeyedTable) -> str:
+    """The table's lines as the screen draws them."""
+    lines = screen_text(table.app).splitlines()
+    region = table.region
+    return "\n".join(line[region.x : region.right] for line in lines[region.y : region.bottom])
+
+
+async def test_a_written_cell_is_rendered_alone_and_drawn() -> None:
+    """A cell written in place renders that cell again, not the header or the other rows' cells."""
+    app = TableApp()
+    async with app.run_test(size=(60, 12)) as pilot:
+        table = app.query_one(CountingTable)
+        table.show_rows(rows("a", "b", "c"))
+        await pilot.pause()
+        assert "1s" in table_text(table)
+        count, rendered = table._update_count, dict.fromkeys(table._cell_render_cache.keys())
+        table.show_rows([*rows("a"), *rows("b", age="2s"), *rows("c")])
+        await pilot.pause()
+        text = table_text(table).splitlines()
+        assert [line.split() for line in text[1:4]] == [
+            ["a", "ALIVE", "1s"],
+            ["b", "ALIVE", "2s"],
+            ["c", "ALIVE", "1s"],
+        ]
+        assert table._update_count == count  # no cache of the table's was dropped whole
+        kept = {key for key in rendered if key in table._cell_render_cache}
+        assert {(str(k[0].value), str(k[1].value)) for k in set(rendered) - kept} == {("b", "age")}
+
+
+async def test_cells_written_in_place_draw_what_a_table_rendered_from_scratch_draws() -> None:
+    """The oracle for the caches `write_cells` drops: after each of many random refreshes (cells changed,
+    rows come, go and move, the cursor and the scroll moved, a cell wider than its column), the table as
+    drawn is the table drawn again with every cache dropped."""
+    chooser = random.Random(28)
+    app = TableApp()
+    async with app.run_test(size=(50, 10)) as pilot:
+        table = app.query_one(CountingTable)
+        names = [f"n{index:02d}" for index in range(20)]
+        in_place = 0  # steps whose writes all went in place (the path under test), no cache dropped whole
+        for step in range(60):
+            count, written = table._update_count, len(table.updates)
+            keys = chooser.sample(names, chooser.randint(5, 20)) if step % 10 == 9 else names[:12]
+            table.show_rows(
+                (
+                    key,
+                    {
+                        "name": key,
+                        "state": chooser.choice(["ALIVE", "DEAD", "ALIVE"]),
+                        "age": f"{chooser.randint(1, 30 if step < 50 else 300)}s",
+                    },
+                )
+                for key in keys
+            )
+            in_place += table._update_count == count and len(table.updates) > written
+            if step % 7 == 3:
+                table.move_cursor(row=chooser.randrange(table.row_count), animate=False)
+            if step % 5 == 1:
+                table.scroll_to(y=chooser.randint(0, 6), animate=False)
+            await pilot.pause()
+            drawn = table_text(table)
+            table._update_count += 1  # every render cache's key: all of them dropped
+            table.refresh()
+            await pilot.pause()
+            assert drawn == table_text(table), f"step {step}"
+        assert in_place >= 30, in_place
 
 
 async def test_a_change_of_style_alone_is_redrawn() -> None:

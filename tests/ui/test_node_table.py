@@ -38,6 +38,10 @@ class CountingNodeTable(NodeTable):
         self.updates.append((row, column))
         super().update_cell(row_key, column_key, value, update_width=update_width)
 
+    def write_cells(self, cells: Mapping[tuple[str, str], Text]) -> None:
+        self.updates.extend(cells)
+        super().write_cells(cells)
+
 
 class TableApp(App[None]):
     def compose(self) -> ComposeResult:

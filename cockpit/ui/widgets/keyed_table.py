@@ -18,14 +18,20 @@ only turned red (or bold, as a metric key when chosen) would otherwise not be re
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TypeVar
 
 from rich.text import Text
 from textual._two_way_dict import TwoWayDict
+from textual.cache import LRUCache
+from textual.geometry import Region
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
 from cockpit.ui.widgets.safe_text import plain
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 Cell = Text | str
 """What a row's cell may be given as: a `str` is shown as `plain(str)`."""
@@ -43,6 +49,13 @@ def same_cell(old: Text, new: Text) -> bool:
         and old.spans == new.spans
         and (old.justify, old.overflow, old.no_wrap) == (new.justify, new.overflow, new.no_wrap)
     )
+
+
+def drop(cache: LRUCache[K, V], gone: Callable[[K], bool]) -> None:
+    """Drop from CACHE every entry whose key is GONE."""
+    keys = cache.keys()  # a view: LRUCache is not iterable itself
+    for key in [key for key in keys if gone(key)]:
+        cache.discard(key)
 
 
 class KeyedTable(DataTable[Text]):
@@ -104,6 +117,7 @@ class KeyedTable(DataTable[Text]):
             wanted[key] = {column: as_cell(cells.get(column, "")) for column in self.column_keys}
         self._add_columns()
         cursor_key = self.current_key()
+        written: dict[tuple[str, str], Text] = {}
         with self.app.batch_update():
             gone = [key for key in self._cells if key not in wanted]
             for key in gone:
@@ -121,12 +135,16 @@ class KeyedTable(DataTable[Text]):
                     continue
                 for column in self.column_keys:
                     new = cells[column]
-                    if not same_cell(old[column], new):
-                        # Only a cell wider than its column has it measured again: for a narrower one
-                        # DataTable measures the whole column again (every row, for every changed cell:
-                        # seconds a poll at 2,000 nodes), so a column grows to fit and never shrinks.
-                        wider = new.cell_len > self.columns[ColumnKey(column)].content_width
-                        self.update_cell(key, column, new, update_width=wider)
+                    if same_cell(old[column], new):
+                        continue
+                    # Only a cell wider than its column has it measured again: for a narrower one
+                    # DataTable measures the whole column again (every row, for every changed cell:
+                    # seconds a poll at 2,000 nodes), so a column grows to fit and never shrinks.
+                    if new.cell_len > self.columns[ColumnKey(column)].content_width:
+                        self.update_cell(key, column, new, update_width=True)
+                    else:
+                        written[key, column] = new
+            self.write_cells(written)
             order = list(wanted)
             if placed != order:
                 # Rows moved: put them in order as `DataTable.sort` does, by their places (the rows, their
@@ -137,6 +155,38 @@ class KeyedTable(DataTable[Text]):
             self._cells = wanted
             if cursor_key in wanted and self.cursor_row != order.index(cursor_key):
                 self.move_cursor(row=order.index(cursor_key), animate=False)
+
+    def write_cells(self, cells: Mapping[tuple[str, str], Text]) -> None:
+        """Write CELLS, by (row key, column key), in rows shown, each no wider than its column: only
+        what was rendered from those cells is dropped, and only their rows are repainted.
+
+        `DataTable.update_cell` bumps the table's update count, which is part of every render cache's
+        key: one changed CPU % rendered every visible cell and the header again, and repainted the whole
+        table (the most of what the idle Cluster screen cost, one poll every 5 s). Here the count stays,
+        the entries rendered from the changed cells (the cell, its row's renderables, its row's lines,
+        its screen lines) are dropped, and the region of their rows is refreshed. Rows are one line high
+        (`add_row`'s default, the only height this table uses)."""
+        if not cells:
+            return
+        data = self._data
+        rows: set[RowKey] = set()
+        places: set[int] = set()
+        for (key, column), value in cells.items():
+            row = RowKey(key)
+            data[row][ColumnKey(column)] = value
+            rows.add(row)
+            place = self._row_locations.get(row)
+            assert place is not None, f"row {key!r} is not shown"
+            places.add(place)
+        changed = {(RowKey(key), ColumnKey(column)) for key, column in cells}
+        lines = {place + (self.header_height if self.show_header else 0) for place in places}
+        drop(self._cell_render_cache, lambda k: (k[0], k[1]) in changed)
+        drop(self._row_render_cache, lambda k: k[0] in rows)
+        drop(self._row_renderable_cache, lambda k: k[1] in places)
+        drop(self._line_cache, lambda k: k[0] in lines)
+        top = min(lines)
+        width = max(self.size.width, self.virtual_size.width)
+        self._refresh_region(Region(0, top, width, max(lines) - top + 1))
 
     def current_key(self) -> str | None:
         """The key of the row under the cursor; None when the table is empty."""
