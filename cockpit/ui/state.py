@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, cast, runtime_checkable
 
 from textual.message import Message
 
@@ -301,8 +301,16 @@ class CockpitHost(Protocol):
     async def connection(self) -> Connection: ...
 
 
+_HOSTS: set[type[object]] = set()
+"""App classes found to be `CockpitHost`s: a runtime protocol check looks at every member each time, and
+screens ask on every state change."""
+
+
 def host_of(app: App[object]) -> CockpitHost:
     """The app as a `CockpitHost` (a screen's way to its state without importing the app module)."""
+    if type(app) in _HOSTS:
+        return cast(CockpitHost, app)
     if not isinstance(app, CockpitHost):
         raise TypeError(f"{type(app).__name__} does not host cockpit screens (no `state`)")
+    _HOSTS.add(type(app))
     return app

@@ -108,6 +108,7 @@ class PausedFeed(ConnectedFeed):
                 self.app.post_message(StateChanged("paused"))
                 return
             paused = state.paused
+            before = (paused.workers, paused.total, paused.error)
             paused.workers = listing.workers
             paused.groups = group_paused(listing.workers)
             paused.total = max(listing.total_paused, len(listing.workers))
@@ -123,7 +124,10 @@ class PausedFeed(ConnectedFeed):
             self._announced = {k: t for k, t in self._announced.items() if now - t < ANNOUNCE_MEMORY_SECONDS}
             if new:
                 self._announce(len(new), new[0].exception.one_line() if new[0].exception else "")
-            self.app.post_message(StateChanged("paused"))
+            # Every 10 s on every screen: told only where it shows ("checked 5s ago" on the Debug screen)
+            # or something changed, not a redraw of the status bar for nothing.
+            if shown or (paused.workers, paused.total, paused.error) != before:
+                self.app.post_message(StateChanged("paused"))
         finally:
             self._busy = False
             if not given_up:

@@ -28,24 +28,24 @@ class ClusterScreen(CockpitScreen):
 
     def refresh_view(self) -> None:
         state = self.state
-        for table in self.query(NodeTable):
+        for table in self.composed(NodeTable):
             table.set_class(state.connection.stale, "stale")
         snapshot, progress = state.snapshot, state.join_progress()
         job = state.slurm
         if job is not None and (not job.running or snapshot is None):  # queued, starting, or over
-            for panel in self.query(JoinPanel):
+            for panel in self.composed(JoinPanel):
                 panel.show_slurm(job)
         if snapshot is None or progress is None:
             return
-        for panel in self.query(JoinPanel):
+        for panel in self.composed(JoinPanel):
             if job is None or job.running:
                 panel.show(progress)
-        for table in self.query(NodeTable):
+        for table in self.composed(NodeTable):
             table.show(snapshot.nodes, snapshot.silent, memory=self.state.memory.by_node)
         requested = state.requested_node
         if requested is not None:  # `n` on the Actors screen: the cursor on that node
             state.requested_node = None
-            for table in self.query(NodeTable):
+            for table in self.composed(NodeTable):
                 table.select(requested)
-        for strip in self.query(JobsStrip):
+        for strip in self.composed(JobsStrip):
             strip.show(snapshot.jobs)

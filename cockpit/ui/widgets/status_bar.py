@@ -6,7 +6,7 @@ import time
 from typing import TYPE_CHECKING
 
 from rich.text import Text
-from textual.reactive import reactive
+from textual.reactive import var
 from textual.widgets import Static
 
 from cockpit.core.slurm.queue import WALLTIME_WARN_SECONDS
@@ -99,24 +99,24 @@ class StatusBar(Static):
     StatusBar { height: 1; background: $panel; color: $text; padding: 0 1; }
     """
 
-    target: reactive[str] = reactive("")
-    screen_title: reactive[str] = reactive("")
-    ray_version: reactive[str] = reactive("")
-    state: reactive[str] = reactive("connecting")
+    target: var[str] = var("")
+    screen_title: var[str] = var("")
+    ray_version: var[str] = var("")
+    state: var[str] = var("connecting")
     """connecting | connected | reconnecting | unreachable | queued | ended"""
-    detail: reactive[str] = reactive("")
-    data_time: reactive[float | None] = reactive(None)
-    stuck: reactive[str] = reactive("")
-    paused: reactive[str] = reactive("")
+    detail: var[str] = var("")
+    data_time: var[float | None] = var(None)
+    stuck: var[str] = var("")
+    paused: var[str] = var("")
     """Workers waiting in the post-mortem debugger."""
-    nan: reactive[str] = reactive("")
+    nan: var[str] = var("")
     """A metric of the followed job that went NaN or infinite."""
-    walltime: reactive[str] = reactive("")
+    walltime: var[str] = var("")
     """A `slurm:` target's job: the time left before its limit."""
     walltime_low = False
-    memory: reactive[str] = reactive("")
+    memory: var[str] = var("")
     """A node near Ray's out-of-memory kill threshold, or rising toward it."""
-    hang: reactive[str] = reactive("")
+    hang: var[str] = var("")
     """A running job that made no progress for its `hang_after`."""
     """A warning while something of a job has not started for more than a minute."""
     _drawn: Text | None = None
