@@ -13,10 +13,10 @@ from typing import ClassVar, TypeVar
 from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer
 
 from cockpit.ui.messages import ScreenShown
 from cockpit.ui.state import CockpitHost, CockpitState, Need, Topic, host_of
+from cockpit.ui.widgets.footer import KeyFooter
 from cockpit.ui.widgets.status_bar import StatusBar
 
 W = TypeVar("W", bound=Widget)
@@ -52,7 +52,7 @@ class CockpitScreen(Screen[None]):
         yield StatusBar(id="status-bar")
         yield from self.compose_body()
         # Compact, no palette hint: at 80 columns every key, `?` and `q` included, must stay visible.
-        yield Footer(compact=True, show_command_palette=False)
+        yield KeyFooter(compact=True, show_command_palette=False)
 
     def compose_body(self) -> ComposeResult:
         yield from ()

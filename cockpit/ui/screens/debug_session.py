@@ -21,7 +21,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Footer, Input, Log, OptionList, Static, Tree
+from textual.widgets import Input, Log, OptionList, Static, Tree
 from textual.widgets.option_list import Option
 
 from cockpit.core.debug.paused import PausedWorker
@@ -29,6 +29,7 @@ from cockpit.core.errors import CockpitError
 from cockpit.ui.messages import RefreshRequested
 from cockpit.ui.screens.confirm import ConfirmScreen
 from cockpit.ui.state import host_of
+from cockpit.ui.widgets.footer import KeyFooter
 from cockpit.ui.widgets.key_hints import KeyHints
 from cockpit.ui.widgets.safe_text import clean, plain
 
@@ -119,7 +120,7 @@ class DebugSessionScreen(Screen[None]):
             placeholder="expression in the selected frame (Enter: evaluate, ↑ history)", id="dbg-eval"
         )
         yield KeyHints(self, id="dbg-hint")
-        yield Footer(compact=True, show_command_palette=False)
+        yield KeyFooter(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self.query_one("#dbg-frames").border_title = "stack"
