@@ -24,7 +24,6 @@ from cockpit.cli.common import (
     add_connection_flags,
     connect_options,
     err,
-    malloc_for_a_long_run,
     say,
     user_config,
 )
@@ -115,9 +114,21 @@ def alerts(args: argparse.Namespace) -> int:
         roles=rules,
     )
     notify = args.notify or settings.notify
-    malloc_for_a_long_run()
+    from cockpit.core import heap
+
+    heap.for_a_long_run()
     asyncio.run(_run(args, targets, watch_settings, command, settings.command_timeout, notify))
     return EXIT_OK
+
+
+async def _give_back_heap() -> None:
+    """Free heap left by a burst goes back to the system, once a minute (`core.heap`), for as long as the
+    watch runs."""
+    from cockpit.core import heap
+
+    while True:
+        await asyncio.sleep(heap.GIVE_BACK_EVERY_S)
+        heap.give_back()
 
 
 async def _run(
@@ -162,6 +173,7 @@ async def _run(
     ]
     err(f"watching {', '.join(str(t) for t in targets)} for alerts (Ctrl+C or SIGTERM ends it)")
     waiter: asyncio.Task[Any] = asyncio.create_task(stop.wait())
+    heap_task = asyncio.create_task(_give_back_heap(), name="heap")
     try:
         pending: set[asyncio.Task[Any]] = set(tasks)
         while pending and not stop.is_set():
@@ -174,9 +186,9 @@ async def _run(
         if not stop.is_set() and sink is not None:
             await sink.idle()  # every target ended (its Slurm job is over): its last alerts run first
     finally:
-        for task in [*tasks, waiter]:
+        for task in [*tasks, waiter, heap_task]:
             task.cancel()
-        await asyncio.gather(*tasks, waiter, return_exceptions=True)
+        await asyncio.gather(*tasks, waiter, heap_task, return_exceptions=True)
         if sink is not None:
             await sink.close()
         for sig in caught:

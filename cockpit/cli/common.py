@@ -158,28 +158,3 @@ def print_checklist(checks: tuple[Check, ...] | list[Check]) -> None:
     marks = {"ok": "✔", "fail": "✘", "warn": "!", "info": "·"}
     for check in checks:
         print(f"  {marks[check.status]} {check.name}: {check.detail}", file=sys.stderr)
-
-
-M_MMAP_THRESHOLD, M_ARENA_MAX = -3, -8
-"""glibc's `mallopt` parameters (malloc.h)."""
-LARGE_BLOCK_BYTES = 1 << 20
-MALLOC_ARENAS = 2
-
-
-def malloc_for_a_long_run() -> bool:
-    """For a process that stays up for days (the TUI, `cockpit alerts`), on glibc: a block of 1 MiB or
-    more (a 17 MB node summary's text, a log window) is its own mapping, given back to the system when
-    freed, instead of heap kept by the allocator after glibc raised its threshold to the largest block
-    freed so far; and the threads that decode answers share 2 arenas instead of one each. Measured in
-    the soak (BENCHMARKS.md, Soak): RSS grew far less. Returns whether it applied (False elsewhere:
-    musl, macOS)."""
-    if not sys.platform.startswith("linux"):
-        return False
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL("libc.so.6")  # glibc's name; `ctypes.util.find_library` starts a process
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return False
-    return bool(mallopt(M_MMAP_THRESHOLD, LARGE_BLOCK_BYTES)) and bool(mallopt(M_ARENA_MAX, MALLOC_ARENAS))

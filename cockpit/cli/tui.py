@@ -16,7 +16,6 @@ from cockpit.cli.common import (
     add_connect_options,
     connect_options,
     err,
-    malloc_for_a_long_run,
     say,
     user_config,
 )
@@ -53,7 +52,9 @@ def connect(args: argparse.Namespace) -> int:
         err("connect: no TARGET given and no `target` in the config (cockpit config show)")
         return EXIT_USAGE
     target = parse_target(raw)
-    malloc_for_a_long_run()
+    from cockpit.core import heap
+
+    heap.for_a_long_run()
     with gc_paused():
         from cockpit.core.runs.recent import remember
         from cockpit.ui.app import CockpitApp
@@ -124,8 +125,10 @@ def demo(args: argparse.Namespace) -> int:
 
         submission_id = asyncio.run(submit())
         say(f"submitted the {profile.name} job: {submission_id}")
-        malloc_for_a_long_run()
+        from cockpit.core import heap
         from cockpit.ui.app import CockpitApp
+
+        heap.for_a_long_run()
 
         stop_here = started_here and not args.keep
         app = CockpitApp(

@@ -27,6 +27,7 @@ from textual.css.stylesheet import Stylesheet
 from textual.driver import Driver
 from textual.worker import Worker, WorkerState
 
+from cockpit.core import heap
 from cockpit.core.actors.roles import load_role_rules
 from cockpit.core.cluster.dashboard import DashboardClient
 from cockpit.core.config.settings import Config, load
@@ -250,6 +251,8 @@ class CockpitApp(App[int]):
         # The other screens' modules once the first screen is up (a first switch to one then draws at
         # once), then the GC tuned: neither delays the first screen.
         self.set_timer(PRELOAD_AFTER_S, self._preload_screens)
+        # Free heap left by a burst (a fast log, a big answer) goes back to the system (`core.heap`).
+        self.set_interval(heap.GIVE_BACK_EVERY_S, heap.give_back, name="heap")
         if not self.offline:
             self.cluster_feed.start()
             self.paused_feed.start()

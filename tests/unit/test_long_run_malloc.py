@@ -1,4 +1,4 @@
-"""`malloc_for_a_long_run` (the TUI and `cockpit alerts` call it at start): after it, large blocks freed
+"""`heap.for_a_long_run` (the TUI and `cockpit alerts` call it at start): after it, large blocks freed
 in the middle of the heap go back to the system. Without it, glibc raises its mmap threshold to the
 largest block freed so far, and such blocks stay held: the soak's RSS growth (BENCHMARKS.md, Soak)."""
 
@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 PROBE = r"""
 import sys
-from cockpit.cli.common import malloc_for_a_long_run
+from cockpit.core.heap import for_a_long_run
 
 def rss_mib():
     for line in open("/proc/self/status"):
@@ -22,7 +22,7 @@ def rss_mib():
             return int(line.split()[1]) // 1024
 
 if sys.argv[1] == "on":
-    assert malloc_for_a_long_run()
+    assert for_a_long_run()
 big = b"\x01" * (20 << 20)
 del big  # an mapped block of 20 MiB freed: glibc (left alone) serves blocks up to that size from the heap
 before = rss_mib()
@@ -44,3 +44,44 @@ def test_large_blocks_freed_go_back_to_the_system() -> None:
     left_alone, tuned = held_mib("off"), held_mib("on")
     assert left_alone >= 25, left_alone  # the probe shows what it is meant to
     assert tuned <= 10, tuned  # only the last 5 MiB block is still held
+
+
+GIVE_BACK_PROBE = r"""
+import sys
+from cockpit.core import heap
+
+def rss_mib():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS"):
+            return int(line.split()[1]) // 1024
+
+assert heap.for_a_long_run()
+blocks = [b"\x01" * (200 << 10) for _ in range(400)]  # 80 MiB of heap blocks (below the 1 MiB threshold)
+del blocks[:-1]  # all freed but the last, which keeps the heap from shrinking at its top
+before = rss_mib()
+free = heap.give_back(threshold=int(sys.argv[1]) << 20)
+print(free >> 20, before - rss_mib())
+"""
+
+
+def give_back(threshold_mib: int) -> tuple[int, int]:
+    """What `heap.give_back` said it found free, and the MiB of RSS it gave back, in a fresh process."""
+    done = subprocess.run(
+        [sys.executable, "-c", GIVE_BACK_PROBE, str(threshold_mib)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    free, returned = done.stdout.split()
+    return int(free), int(returned)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim")
+def test_free_heap_left_by_a_burst_goes_back_to_the_system() -> None:
+    free, returned = give_back(16)
+    assert free >= 70, free  # the 80 MiB freed are seen free inside the heap
+    assert returned >= 60, returned  # and most of it leaves the process's RSS
+    free, returned = give_back(1024)  # less free than the threshold: nothing done
+    assert free == 0 and returned <= 2, (free, returned)
