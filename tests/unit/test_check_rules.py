@@ -157,6 +157,47 @@ def test_ptrace_verdicts() -> None:
     assert ptrace_finding("n", facts(**untried, ptrace_scope="3", cap_sys_ptrace=True)).status == "fail"
 
 
+def _program_attach(spy: Path) -> dict[str, object]:
+    """The node program's own `_attach` (its source as shipped) run against SPY."""
+    import subprocess
+
+    from cockpit.core.check import node_program as program
+
+    source = program._PROGRAM
+    names: dict[str, object] = {"_ATTACH_TIMEOUT": 10, "subprocess": subprocess, "time": time}
+    exec(source[source.index("def _attach(spy, pid):") : source.index("def _debugpy")], names)
+    attach = names["_attach"]
+    assert callable(attach)
+    found = attach(str(spy), 1)
+    assert isinstance(found, dict)
+    return found
+
+
+def test_a_stop_that_races_a_thread_is_tried_once_more_and_a_refusal_is_not(tmp_path: Path) -> None:
+    """py-spy stops every thread of the process; one starting or ending meanwhile fails the stop ("Failed
+    to suspend process"), a race the program tries once more before it becomes a warning. A refusal is
+    told at once."""
+    spy, tried = tmp_path / "py-spy", tmp_path / "tried"
+    spy.write_text(
+        "#!/bin/sh\n"
+        f"echo x >> {tried}\n"
+        f"if [ $(wc -l < {tried}) -eq 1 ]; then\n"
+        "  printf 'Error: Failed to get stack traces\\nCaused by:\\n0: Failed to suspend process\\n' >&2\n"
+        "  exit 1\n"
+        "fi\n"
+        "echo 'Thread 1 (idle)'\n"
+    )
+    spy.chmod(0o755)
+    assert _program_attach(spy) == {"ok": True, "error": ""}
+    assert len(tried.read_text().splitlines()) == 2
+
+    tried.unlink()
+    spy.write_text(f"#!/bin/sh\necho x >> {tried}\necho 'Error: {REFUSED}' >&2\nexit 1\n")
+    found = _program_attach(spy)
+    assert found["ok"] is False and "Permission denied" in str(found["error"])
+    assert len(tried.read_text().splitlines()) == 1
+
+
 def test_debugpy_verdicts() -> None:
     assert debugpy_finding("n", facts()).status == "pass"
     old = debugpy_finding("n", facts(debugpy={"version": "1.6.7", "error": ""}))

@@ -86,6 +86,15 @@ def _ray_processes():
     return sorted(raylet_uids), candidates[0][1:] if candidates else None
 
 def _attach(spy, pid):
+    # py-spy stops every thread of the process; one starting or ending meanwhile fails the stop ("Failed to
+    # suspend process"): a race, not a refusal, so it is tried once more before it is a finding.
+    found = _attach_once(spy, pid)
+    if not found["ok"] and "suspend" in found["error"]:
+        time.sleep(0.2)
+        found = _attach_once(spy, pid)
+    return found
+
+def _attach_once(spy, pid):
     try:
         done = subprocess.run(
             [spy, "dump", "--pid", str(pid)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
