@@ -18,6 +18,7 @@ Elsewhere (musl, macOS) both do nothing.
 from __future__ import annotations
 
 import ctypes
+import functools
 import sys
 
 M_MMAP_THRESHOLD, M_ARENA_MAX = -3, -8
@@ -31,42 +32,45 @@ GIVE_BACK_EVERY_S = 60.0
 """How often a long-running process calls `give_back`."""
 
 
+_MALLINFO_FIELDS = (
+    "arena",
+    "ordblks",
+    "smblks",
+    "hblks",
+    "hblkhd",
+    "usmblks",
+    "fsmblks",
+    "uordblks",
+    "fordblks",
+    "keepcost",
+)
+"""The fields of glibc's `struct mallinfo` and `mallinfo2`, in order."""
+
+
 class _Mallinfo2(ctypes.Structure):
     """glibc's `struct mallinfo2` (2.33 and later): the same fields as `mallinfo`, as `size_t`."""
 
-    _fields_ = [
-        (name, ctypes.c_size_t)
-        for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks")
-    ] + [("fordblks", ctypes.c_size_t), ("keepcost", ctypes.c_size_t)]
+    _fields_ = [(name, ctypes.c_size_t) for name in _MALLINFO_FIELDS]
 
 
 class _Mallinfo(ctypes.Structure):
     """glibc's older `struct mallinfo` (RHEL 8's glibc 2.28 has only this one): `int` fields."""
 
-    _fields_ = [
-        (name, ctypes.c_int)
-        for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks")
-    ] + [("fordblks", ctypes.c_int), ("keepcost", ctypes.c_int)]
+    _fields_ = [(name, ctypes.c_int) for name in _MALLINFO_FIELDS]
 
 
-_glibc: ctypes.CDLL | None = None
-_looked = False
-
-
+@functools.cache
 def _libc() -> ctypes.CDLL | None:
     """glibc, loaded once; None where there is none (musl, macOS)."""
-    global _glibc, _looked
-    if not _looked:
-        _looked = True
-        if sys.platform.startswith("linux"):
-            try:
-                libc = ctypes.CDLL("libc.so.6")  # glibc's name; `ctypes.util.find_library` starts a process
-                libc.mallopt  # noqa: B018 - glibc's, not musl's
-                libc.malloc_trim  # noqa: B018
-            except (OSError, AttributeError):
-                libc = None
-            _glibc = libc
-    return _glibc
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL("libc.so.6")  # glibc's name; `ctypes.util.find_library` starts a process
+        libc.mallopt  # noqa: B018 - glibc's, not musl's
+        libc.malloc_trim  # noqa: B018
+    except (OSError, AttributeError):
+        return None
+    return libc
 
 
 def for_a_long_run() -> bool:

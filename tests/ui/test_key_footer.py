@@ -1,7 +1,7 @@
 """The key footer (`cockpit.ui.widgets.footer.KeyFooter`) in the real app on the fixture state: switching
 screens does not keep the keys of every footer it drew. Textual's own `Footer` keeps each recompose's keys
-alive through their `data_bind` watchers (textual#6666): in the 2,000-node soak that was about 55 widgets
-a minute, never freed. Counted with the cyclic GC's view of live objects (the app freezes its start-up
+alive through their `data_bind` watchers (textual#6666): 80 switches of the real app left 1,600 of them,
+never freed. Counted with the cyclic GC's view of live objects (the app freezes its start-up
 objects, so they are unfrozen first)."""
 
 from __future__ import annotations

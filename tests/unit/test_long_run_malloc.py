@@ -12,17 +12,33 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-PROBE = r"""
+RSS_MIB = r"""
 import sys
-from cockpit.core.heap import for_a_long_run
+from cockpit.core import heap
 
 def rss_mib():
     for line in open("/proc/self/status"):
         if line.startswith("VmRSS"):
             return int(line.split()[1]) // 1024
+"""
 
+
+def probe(code: str, arg: str) -> str:
+    """What CODE printed, run after `RSS_MIB` in a fresh interpreter (its heap its own) with ARG."""
+    done = subprocess.run(
+        [sys.executable, "-c", RSS_MIB + code, arg],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout
+
+
+PROBE = r"""
 if sys.argv[1] == "on":
-    assert for_a_long_run()
+    assert heap.for_a_long_run()
 big = b"\x01" * (20 << 20)
 del big  # an mapped block of 20 MiB freed: glibc (left alone) serves blocks up to that size from the heap
 before = rss_mib()
@@ -33,10 +49,7 @@ print(rss_mib() - before)
 
 
 def held_mib(mode: str) -> int:
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, mode], cwd=REPO, capture_output=True, text=True, timeout=60, check=True
-    )
-    return int(done.stdout)
+    return int(probe(PROBE, mode))
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
@@ -47,14 +60,6 @@ def test_large_blocks_freed_go_back_to_the_system() -> None:
 
 
 GIVE_BACK_PROBE = r"""
-import sys
-from cockpit.core import heap
-
-def rss_mib():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmRSS"):
-            return int(line.split()[1]) // 1024
-
 assert heap.for_a_long_run()
 blocks = [b"\x01" * (200 << 10) for _ in range(400)]  # 80 MiB of heap blocks (below the 1 MiB threshold)
 del blocks[:-1]  # all freed but the last, which keeps the heap from shrinking at its top
@@ -66,15 +71,7 @@ print(free >> 20, before - rss_mib())
 
 def give_back(threshold_mib: int) -> tuple[int, int]:
     """What `heap.give_back` said it found free, and the MiB of RSS it gave back, in a fresh process."""
-    done = subprocess.run(
-        [sys.executable, "-c", GIVE_BACK_PROBE, str(threshold_mib)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    free, returned = done.stdout.split()
+    free, returned = probe(GIVE_BACK_PROBE, str(threshold_mib)).split()
     return int(free), int(returned)
 
 

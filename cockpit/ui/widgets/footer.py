@@ -3,9 +3,9 @@
 `Footer.compose` binds each `FooterKey` it makes to the footer's `compact` (`data_bind`), which stores a
 watcher (the key and a setter that holds it) on the footer. Textual drops a watcher of a removed widget
 only when the watched value changes (textual#6666), and `compact` never does, so every recompose (each
-screen switch, focus move or binding change) left its keys alive: in the 2,000-node soak, 1,069 widgets
-at 5 minutes, 2,181 at 20, with their styles, strips and caches (most of that run's growing memory).
-Before composing, `KeyFooter` drops the watchers whose widget has been removed.
+screen switch, focus move or binding change) left its keys alive, with their styles, strips and caches:
+80 screen switches of the real app left 1,600 keys (`tests/ui/test_key_footer.py`). Before composing,
+`KeyFooter` drops the watchers whose widget has been removed.
 """
 
 from __future__ import annotations
