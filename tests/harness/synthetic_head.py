@@ -208,6 +208,12 @@ class Job:
     start_ms: int
     end_ms: int | None
     driver_node: str
+    own_log: bool = False
+    """Started by churn: its driver log holds the lines written from its start (`log_from`) to its end
+    (`log_to`), as a real new job's log starts empty. The jobs there at start share the one log, which
+    never ends (tests and benchmarks read it by any of their names)."""
+    log_from: int = 0
+    log_to: int | None = None
 
 
 def _hex(rng: random.Random, chars: int) -> str:
@@ -288,10 +294,10 @@ class Cluster:
         node.message = "Unexpected termination: health check failed due to missing too many heartbeats"
         _render_static(node, self.shape)
 
-    def advance(self, tick: int, churn: bool, now: float) -> None:
+    def advance(self, tick: int, churn: bool, now: float, log_at: int = 0) -> None:
         """Move the tables on to TICK: with churn, each tick a node dies and one joins, 1 % of the actors
         restart (RESTARTING, then ALIVE the next tick), and the running job ends while another starts
-        every 12 ticks."""
+        every 12 ticks, its driver log starting at line LOG_AT (the lines written so far)."""
         while self.tick < tick:
             self.tick += 1
             if not churn:
@@ -313,6 +319,8 @@ class Cluster:
             if self.jobs and self.tick % 12 == 0:
                 running = self.jobs[-1]
                 running.status, running.end_ms = "SUCCEEDED", int(now * 1000)
+                if running.own_log:
+                    running.log_to = log_at
                 k = len(self.jobs)
                 self.jobs.append(
                     Job(
@@ -322,6 +330,8 @@ class Cluster:
                         start_ms=int(now * 1000),
                         end_ms=None,
                         driver_node=self.nodes[0].node_id,
+                        own_log=True,
+                        log_from=log_at,
                     )
                 )
 
@@ -662,7 +672,7 @@ class SyntheticHead:
             if any(request.path.startswith(prefix) for prefix in self.fail):
                 response = web.Response(status=500, body=SERVER_ERROR, content_type="text/plain")
             else:
-                self.cluster.advance(self.tick(), self.churn, self._now())
+                self.cluster.advance(self.tick(), self.churn, self._now(), self.log_count())
                 try:
                     response = await handler(request)
                 except web.HTTPException as exc:  # answered as Ray would: status, text, type
@@ -1262,9 +1272,19 @@ class SyntheticHead:
             request.query.get("node_id") or request.query.get("node_ip") or request.query.get("actor_id")
         ):
             raise web.HTTPInternalServerError(text=SERVER_ERROR.decode(), content_type="text/plain")
-        end = self.log_count()
+        first, end = self._log_bounds(request)
         lines = int(request.query.get("lines", 1000))
-        return (0 if lines < 0 else max(0, end - lines)), end
+        return (first if lines < 0 else max(first, end - lines)), end
+
+    def _log_bounds(self, request: web.Request) -> tuple[int, int]:
+        """The lines the asked-for file holds now: a job started by churn has its own driver log; every
+        other name reads the one shared log."""
+        name = request.query.get("filename", "")
+        if name.startswith("job-driver-"):
+            for job in reversed(self.cluster.jobs):
+                if job.own_log and name == f"job-driver-{job.submission_id}.log":
+                    return job.log_from, job.log_to if job.log_to is not None else self.log_count()
+        return 0, self.log_count()
 
     async def _log_file(self, request: web.Request) -> web.Response:
         start, end = self._log_range(request)
@@ -1289,7 +1309,7 @@ class SyntheticHead:
             await asyncio.sleep(interval)
             if _gone(request):
                 return response  # the reader went away
-            end = self.log_count()
+            end = self._log_bounds(request)[1]
 
     async def _static(self, request: web.Request) -> web.StreamResponse:
         if self.static_dir is None:

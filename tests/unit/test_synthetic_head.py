@@ -201,6 +201,41 @@ def test_churn_kills_joins_restarts_and_ends() -> None:
     assert cluster.jobs[-1].status == "RUNNING"
 
 
+async def test_a_job_started_by_churn_has_a_log_of_its_own() -> None:
+    """A job the churn starts reads as a real new job's log: empty at its start, only its own lines,
+    and no longer growing once it ended (so a reader from byte 0 is not handed the whole run's log)."""
+    shape = HeadShape(nodes=3, gpus=1, actors=6, jobs=1, dead=0, log_rate=0.0, log_lines=40)
+    with SyntheticHead(shape, tick_s=3600) as head:
+        cluster = head.cluster
+        shared = cluster.jobs[-1]
+        cluster.advance(12, churn=True, now=2e9, log_at=40)
+        started = cluster.jobs[-1]
+        assert started is not shared and started.status == "RUNNING"
+
+        async with DashboardClient(head.url) as client:
+
+            async def read(job: Any, lines: int = -1) -> str:
+                where = [
+                    ("node_id", cluster.nodes[0].node_id),
+                    ("filename", f"job-driver-{job.submission_id}.log"),
+                ]
+                return (await client.log_bytes(where, lines=lines)).decode()
+
+            def written(first: int, end: int) -> str:
+                return "".join(head.log_line(i) for i in range(first, end))
+
+            assert await read(started) == ""
+            head.shape.log_lines = 55
+            assert await read(started) == written(40, 55)
+            assert await read(started, lines=100) == written(40, 55)  # never before its start
+            assert await read(shared, lines=3) == written(52, 55)  # the shared log goes on as before
+            cluster.advance(24, churn=True, now=2e9 + 60, log_at=55)
+            head.shape.log_lines = 70
+            assert await read(started) == written(40, 55)  # ended: it holds what it wrote
+            assert await read(cluster.jobs[-1]) == written(55, 70)
+            assert await read(shared) == written(0, 70)
+
+
 def test_stats_count_requests_and_bytes(head: SyntheticHead) -> None:
     head.stats.reset()
     with urllib.request.urlopen(head.url + "/api/jobs/", timeout=30) as answer:
