@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Iterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from cockpit.core.logs import buffer as buffer_module
 from cockpit.core.logs.buffer import (
     MAX_LINE_CHARS,
     EscapeStripper,
@@ -159,6 +163,50 @@ def test_a_200k_ring_stays_at_200k() -> None:
     assert buffer[0].number == 50_000
     assert buffer[-1].number == 249_999
     assert buffer[-1].text.startswith("2026-11-26 INFO step 49999 ")
+
+
+_LINE = st.text(st.characters(exclude_characters="\n\r\x1b", exclude_categories=()), max_size=12)
+"""A line as kept: any text but the newline, carriage return and escape the buffer takes apart; lone
+surrogates included (a `str` fed in may carry them)."""
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    cap=st.integers(1, 12),
+    batches=st.lists(st.lists(_LINE, max_size=9), max_size=14),
+    reads=st.lists(st.integers(-14, 14), min_size=1, max_size=6),
+    seal=st.tuples(st.integers(1, 5), st.integers(1, 40)),
+)
+def test_the_ring_keeps_what_a_list_would(
+    cap: int, batches: list[list[str]], reads: list[int], seal: tuple[int, int], monkeypatch_module: None
+) -> None:
+    """The texts, sealed in batches as they age, read back as the last CAP lines fed, by index, in order
+    from any start, and after a clear (the seal sizes made small, so every path is taken)."""
+    buffer_module._SEAL_LINES, buffer_module._SEAL_CHARS = seal
+    ring, fed = LineBuffer(max_lines=cap), []
+    for batch in batches:
+        ring.feed("driver", "".join(f"{line}\n" for line in batch))
+        fed += batch
+        kept = fed[-cap:]
+        assert [ring.text(i) for i in range(len(ring))] == kept
+        assert len(ring) == len(kept) and ring.first_number == len(fed) - len(kept)
+        for start in reads:
+            assert list(ring.texts(start)) == kept[max(0, start) :]
+            assert [line.text for line in ring.lines(start)] == kept[max(0, start) :]
+            if -len(kept) <= start < len(kept):
+                assert ring[start].text == ring.text(start) == kept[start]
+                assert ring.by_number(ring[start].number) == ring[start]
+    ring.clear()
+    ring.feed("driver", "after\n")
+    assert list(ring.texts()) == ["after"] and ring[0].number == len(fed)
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module() -> Iterator[None]:
+    """The seal sizes, put back after the property test's examples."""
+    saved = buffer_module._SEAL_LINES, buffer_module._SEAL_CHARS
+    yield
+    buffer_module._SEAL_LINES, buffer_module._SEAL_CHARS = saved
 
 
 def test_traceback_block_without_prefix() -> None:
