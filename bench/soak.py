@@ -8,9 +8,11 @@ the next of the screens 1, 2, 3, 4, 5, 7, 0 is shown. Each sample reads, from /p
 (fd count) and threads, and the head's counts. After a warm-up (the first fifth, at least 60 s) the
 least-squares slope of each is reported per hour, with the first and last values. The cockpit's asyncio
 tasks are not visible from outside the process: the threads and open files stand for what it holds.
-Exceptions: the terminal is searched for a traceback at every sample. Lost or repeated log lines are not
-checked here (the head numbers its lines, but what the cockpit kept is not visible from outside; the
-resume after a dropped stream is covered by tests/unit/test_log_resume.py).
+Exceptions: the terminal is searched for a traceback at every sample. Lost or repeated log lines: the
+Logs screen follows the job that was running when it was first shown, whose synthetic driver log numbers
+its lines (`step:N`) and goes on for the whole soak; its stream closes each time the screen is left and
+resumes when it is shown again. At the end the screen's `s` saves what its ring holds (the last 200,000
+lines), and every line must be numbered one more than the line before it.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 import time
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +50,45 @@ def _threads(pid: int) -> int:
             if line.startswith("Threads:"):
                 return int(line.split()[1])
     return -1
+
+
+STEP = re.compile(r"\bstep:(\d+) ")
+
+
+def log_lines_check(text: str) -> dict[str, int]:
+    """The numbered lines of a saved log, checked: how many, the first and last number, and each break in
+    the numbering (a line missing between two, or one given again or out of order)."""
+    numbers = [int(m.group(1)) for m in map(STEP.search, text.splitlines()) if m]
+    lost = sum(b - a - 1 for a, b in pairwise(numbers) if b > a + 1)
+    repeated = sum(1 for a, b in pairwise(numbers) if b <= a)
+    return {
+        "lines": len(numbers),
+        "first": numbers[0] if numbers else -1,
+        "last": numbers[-1] if numbers else -1,
+        "lost": lost,
+        "repeated": repeated,
+    }
+
+
+def _saved_log(term: Any, pid: int) -> dict[str, int]:
+    """Show the Logs screen, save what it holds (`s`, a file in the app's working directory), check it."""
+    cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+    before = set(cwd.glob("cockpit-*.log"))
+    term.type("5")
+    term.wait_for(lambda screen: "step:" in screen, 120)
+    time.sleep(5)  # the stream resumed: what was missed while hidden has arrived
+    term.type("s")
+    deadline = time.monotonic() + 120
+    while not (new := set(cwd.glob("cockpit-*.log")) - before) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    if not new:
+        raise RuntimeError("the Logs screen's save wrote no file")
+    path = new.pop()
+    term.wait_for(lambda screen: "saved" in screen, 120)  # written whole
+    try:
+        return log_lines_check(path.read_text())
+    finally:
+        path.unlink()
 
 
 def slope_per_hour(points: list[tuple[float, float]]) -> float:
@@ -100,6 +143,7 @@ def soak(
                         flush=True,
                     )
                 time.sleep(10)
+            saved_log = _saved_log(term, pid)
             control = _get(f"{url}/__control")  # no change: reads how many lines the log holds
             endpoints = {
                 path: {"requests": e["requests"], "bytes": e["bytes"]}
@@ -122,6 +166,7 @@ def soak(
         "first_last": {k: (steady[0][k], steady[-1][k]) for k in keys},
         "tracebacks_seen": tracebacks,
         "log_lines_written": control["log_lines"],
+        "log_saved": saved_log,
         "head_endpoints": endpoints,
         "quit_s": quit_s,
         "load_after": load_average(),
@@ -146,6 +191,11 @@ def main() -> int:
     for key, slope in doc["slopes_per_hour"].items():
         first, last = doc["first_last"][key]
         print(f"{key}: {first:g} -> {last:g} after warm-up; slope {slope:+.2f}/hour")
+    saved = doc["log_saved"]
+    print(
+        f"Logs screen at the end: {saved['lines']:,} lines (steps {saved['first']:,} to {saved['last']:,}), "
+        f"{saved['lost']} lost, {saved['repeated']} repeated"
+    )
     print(f"tracebacks seen: {doc['tracebacks_seen']}; results: {out.relative_to(REPO)}")
     return 0
 
