@@ -10,8 +10,10 @@ resume and the rest once the job ended read about what is new."""
 
 from __future__ import annotations
 
+import time
 from contextlib import aclosing
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from textual.app import App
@@ -19,7 +21,8 @@ from textual.app import App
 from cockpit.core.cluster.dashboard import DashboardClient
 from cockpit.core.logs.position import last_lines_start, origin_in_window, span_in_window
 from cockpit.core.logs.sources import LogSource, LogTail
-from cockpit.ui.feeds.driver_logs import KEEP_LINES, DriverLogs
+from cockpit.ui.feeds import driver_logs
+from cockpit.ui.feeds.driver_logs import KEEP_LINES, START, DriverLogs
 from tests.harness.properties import examples
 from tests.harness.run import until
 from tests.harness.synthetic_head import HeadShape, SyntheticHead
@@ -133,6 +136,41 @@ async def test_a_reader_back_after_many_lines_reads_about_what_it_missed_not_the
                 missed_bytes = len(back)
                 assert missed_bytes <= read < whole // 5, (read, missed_bytes, whole)
                 again.leave()
+                staying.leave()
+
+
+async def test_a_reader_of_the_whole_log_holds_little_while_it_pours_in_and_loses_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While a reader reads a log's history from the file (the curves: from byte 0), the stream goes on
+    bringing lines; past HELD_BYTES nothing more is held for it, and once the read ends it catches up
+    again from where it is: bounded memory, every byte once, in order. (HELD_BYTES made smaller than the
+    last lines the feed keeps, so that holding is refused at once, however fast the file is read.)"""
+    monkeypatch.setattr(driver_logs, "HELD_BYTES", 64 << 10)
+    shape = HeadShape(nodes=2, gpus=1, actors=4, jobs=1, dead=0, log_rate=0.0, log_lines=200_000)
+    with SyntheticHead(shape, tick_s=3600) as head:
+        async with DashboardClient(head.url) as client:
+            job = (await client.jobs())[0]
+
+            async def dashboard() -> DashboardClient:
+                return client
+
+            app: App[None] = App()
+            async with app.run_test() as pilot:
+                logs = DriverLogs(app, dashboard)
+                staying = logs.join(job, lambda _data, _h: None, lines=1)  # the hang watch: the stream
+                await until(pilot, lambda: logs.logs[job.key].end is not None, timeout=30)
+                head._log_since, head.shape.log_rate = time.time(), 40_000.0  # about 3.5 MB/s from now
+                got = bytearray()
+                whole = logs.join(job, lambda data, _h: got.extend(data), since=START)
+                await until(pilot, lambda: whole.rounds >= 1, timeout=60)
+                head.shape.log_lines, head._log_since = head.log_count(), time.time()
+                head.shape.log_rate = 0.0  # it stops: the reader must end with every line written
+                end = head.log_count()
+                await until(pilot, lambda: got.count(b"\n") >= end and whole.live, timeout=60)
+                assert bytes(got) == head._log_text(0, end)  # none lost or repeated
+                assert whole.most_held <= driver_logs.HELD_BYTES
+                whole.leave()
                 staying.leave()
 
 

@@ -43,6 +43,11 @@ RETRY_SECONDS = 10.0
 """After a failure the stream cannot resume by itself (a missing node, a refused request)."""
 INTERVAL = 0.5
 """How often the dashboard looks for new bytes at the end of the file (seconds)."""
+HELD_BYTES = 16 << 20
+"""The most a reader catching up from the file has held for it of what the stream brought meanwhile.
+Past it nothing is held: once the read from the file ends, the reader catches up again from where it is
+(what is kept, or the file once more). A log pouring in while a reader reads its whole history would
+otherwise hold everything it brought, however much (a 2,000,000-line burst: hundreds of MiB)."""
 
 Took = Callable[[bytes, bool], None]
 """A reader's chunk: the bytes, and whether they were written before it joined (its history)."""
@@ -86,6 +91,13 @@ class LogReader:
         """Given everything up to the stream's end: each new chunk goes straight to it."""
         self.pending: list[tuple[bytes, bool]] | None = None
         """While it catches up from the file: what the stream brought meanwhile, given after."""
+        self.held = 0
+        """Bytes in `pending`; `most_held` is the most there ever were (at most HELD_BYTES)."""
+        self.most_held = 0
+        self.behind = False
+        """`pending` would have held more than HELD_BYTES: dropped, and caught up again from the file."""
+        self.rounds = 0
+        """Catch-ups from the file begun again because more came meanwhile than it may hold."""
         self.catch_up: Worker[None] | None = None
         self.left = False
 
@@ -101,6 +113,17 @@ class LogReader:
 
     def leave(self) -> None:
         self.log.feed.leave(self)
+
+    def hold(self, chunk: bytes, history: bool = False) -> None:
+        """Keep CHUNK for after the catch-up, unless that would hold more than HELD_BYTES."""
+        if self.pending is None or self.behind:
+            return
+        if self.held + len(chunk) > HELD_BYTES:
+            self.pending, self.held, self.behind = [], 0, True
+            return
+        self.pending.append((chunk, history))
+        self.held += len(chunk)
+        self.most_held = max(self.most_held, self.held)
 
     def give(self, data: bytes, history: bool) -> None:
         if not data or self.left:
@@ -272,6 +295,7 @@ class DriverLogs:
                         reader.catch_up.cancel()
                         reader.catch_up = None
                     reader.pending, reader.since, reader.live = None, None, True
+                    reader.held, reader.behind = 0, False
                     reader.offset, reader.recent = begin, b""
         log.keep(chunk)
         log.end = end
@@ -279,7 +303,7 @@ class DriverLogs:
             if reader.live:
                 reader.give(chunk, history=False)
             elif reader.pending is not None:
-                reader.pending.append((chunk, False))
+                reader.hold(chunk)
             else:
                 self._place(log, reader)
 
@@ -299,7 +323,8 @@ class DriverLogs:
             self._caught_up(reader, [(bytes(log.kept[since.offset - log.start :]), True)])
         else:
             reader.offset, reader.recent = since.offset, since.recent
-            reader.pending = [(bytes(log.kept), True)]
+            reader.pending, reader.held, reader.behind = [], 0, False
+            reader.hold(bytes(log.kept), history=True)
             reader.catch_up = start_worker(
                 self.app,
                 functools.partial(
@@ -317,7 +342,7 @@ class DriverLogs:
 
     def _caught_up(self, reader: LogReader, backlog: list[tuple[bytes, bool]]) -> None:
         reader.live = True
-        reader.pending = None
+        reader.pending, reader.held = None, 0
         for data, history in backlog:
             reader.give(data, history)
         if reader.caught_up is not None and not reader.left:
@@ -344,6 +369,14 @@ class DriverLogs:
             reader.said(f"cannot read the driver log of {log.job.key}: {exc}", True)
             return
         reader.catch_up = None
+        if reader.behind:
+            # More came meanwhile than it may hold: from where it is now, again (from what is kept, or
+            # once more from the file).
+            reader.pending, reader.held, reader.behind = None, 0, False
+            reader.since = reader.position
+            reader.rounds += 1
+            self._place(log, reader)
+            return
         self._caught_up(reader, reader.pending or [])
 
 
