@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
@@ -178,11 +177,19 @@ surrogates included (a `str` fed in may carry them)."""
     seal=st.tuples(st.integers(1, 5), st.integers(1, 40)),
 )
 def test_the_ring_keeps_what_a_list_would(
-    cap: int, batches: list[list[str]], reads: list[int], seal: tuple[int, int], monkeypatch_module: None
+    cap: int, batches: list[list[str]], reads: list[int], seal: tuple[int, int]
 ) -> None:
     """The texts, sealed in batches as they age, read back as the last CAP lines fed, by index, in order
     from any start, and after a clear (the seal sizes made small, so every path is taken)."""
+    saved = buffer_module._SEAL_LINES, buffer_module._SEAL_CHARS
     buffer_module._SEAL_LINES, buffer_module._SEAL_CHARS = seal
+    try:
+        _ring_against_a_list(cap, batches, reads)
+    finally:
+        buffer_module._SEAL_LINES, buffer_module._SEAL_CHARS = saved
+
+
+def _ring_against_a_list(cap: int, batches: list[list[str]], reads: list[int]) -> None:
     ring, fed = LineBuffer(max_lines=cap), []
     for batch in batches:
         ring.feed("driver", "".join(f"{line}\n" for line in batch))
@@ -201,12 +208,22 @@ def test_the_ring_keeps_what_a_list_would(
     assert list(ring.texts()) == ["after"] and ring[0].number == len(fed)
 
 
-@pytest.fixture(scope="module")
-def monkeypatch_module() -> Iterator[None]:
-    """The seal sizes, put back after the property test's examples."""
-    saved = buffer_module._SEAL_LINES, buffer_module._SEAL_CHARS
-    yield
-    buffer_module._SEAL_LINES, buffer_module._SEAL_CHARS = saved
+def test_reading_while_it_is_fed_gives_the_lines_there_at_the_first_read() -> None:
+    """A reader part way through while lines are fed (and the open batch sealed meanwhile) gets, in
+    order and whole, the lines there when it read its first one."""
+    saved = buffer_module._SEAL_LINES
+    buffer_module._SEAL_LINES = 4
+    try:
+        ring = LineBuffer(100)
+        ring.feed("driver", "".join(f"L{i}\n" for i in range(6)))
+        ring.feed("driver", "L6\nL7\n")
+        texts, lines = ring.texts(), ring.lines()
+        assert next(texts) == "L0" and next(lines).text == "L0"
+        ring.feed("driver", "".join(f"L{i}\n" for i in range(8, 14)))
+        want = [f"L{i}" for i in range(1, 8)]
+        assert list(texts) == want and [line.text for line in lines] == want
+    finally:
+        buffer_module._SEAL_LINES = saved
 
 
 def test_traceback_block_without_prefix() -> None:

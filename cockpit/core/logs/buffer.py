@@ -209,15 +209,19 @@ class _TextColumn:
         return self._data[k][ends[i - 1] + 1 if i else 0 : ends[i]].decode("utf-8", "surrogatepass")
 
     def iter_from(self, number: int) -> Iterator[str]:
-        """The texts from line NUMBER to the newest, in order."""
+        """The texts from line NUMBER to the newest, in order: the lines there when the first is read
+        (lines fed while the caller is part way through are not in it, and none is skipped)."""
+        tail = self._tail[max(0, number - self._tail_start) :]
+        sealed: list[bytes] = []
+        skip = 0
         if number < self._tail_start:
             k = max(0, bisect_right(self._starts, number) - 1)
-            skip = number - self._starts[k]
-            for data in self._data[k:]:
-                lines = data.decode("utf-8", "surrogatepass").split("\n")
-                yield from (islice(lines, skip, None) if skip > 0 else lines)
-                skip = 0
-        yield from islice(self._tail, max(0, number - self._tail_start), None)
+            sealed, skip = self._data[k:], number - self._starts[k]
+        for data in sealed:
+            lines = data.decode("utf-8", "surrogatepass").split("\n")
+            yield from (islice(lines, skip, None) if skip > 0 else lines)
+            skip = 0
+        yield from tail
 
 
 @dataclass(frozen=True, slots=True)
@@ -456,12 +460,13 @@ class LineBuffer:
         return self._texts.iter_from(self.first_number + max(0, start))
 
     def lines(self, start: int = 0) -> Iterator[LogLine]:
-        """The lines from index START to the newest, oldest first."""
+        """The lines from index START to the newest, oldest first: those there when the first is read."""
         start = max(0, start)
+        count = max(0, len(self._flags) - start)
         columns = zip(
-            self._column(self._line_sources, start),
+            islice(self._column(self._line_sources, start), count),
             self._texts.iter_from(self.first_number + start),
-            self._column(self._flags, start),
+            islice(self._column(self._flags, start), count),
             strict=True,
         )
         for number, (source, text, flag) in enumerate(columns, self.first_number + start):

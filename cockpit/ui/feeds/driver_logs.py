@@ -369,6 +369,8 @@ class DriverLogs:
             reader.said(f"cannot read the driver log of {log.job.key}: {exc}", True)
             return
         reader.catch_up = None
+        if reader.left:
+            return  # it left from its own callback, on the read's last chunk: no new round for it
         if reader.behind:
             # More came meanwhile than it may hold: from where it is now, again (from what is kept, or
             # once more from the file).
