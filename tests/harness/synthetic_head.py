@@ -759,9 +759,8 @@ class SyntheticHead:
             self.fail = tuple(p for p in q["fail"].split(",") if p)
         if "churn" in q:
             self.churn = q["churn"] == "1"
-        if "log_rate" in q:  # rebase, so the lines already written stay as they are
-            self.shape.log_lines, self._log_since = self.log_count(), time.time()
-            self.shape.log_rate = float(q["log_rate"])
+        if "log_rate" in q:
+            self.set_log_rate(float(q["log_rate"]))
         if "add_log_lines" in q:
             self.shape.log_lines += int(q["add_log_lines"])
         return web.json_response({"ok": True, "log_lines": self.log_count()})
@@ -1245,6 +1244,11 @@ class SyntheticHead:
         """Lines the running job's driver log holds now."""
         elapsed = (now if now is not None else time.time()) - self._log_since
         return self.shape.log_lines + int(self.shape.log_rate * elapsed)
+
+    def set_log_rate(self, rate: float) -> None:
+        """The driver log grows by RATE lines a second from now (the lines already written stay)."""
+        self.shape.log_lines, self._log_since = self.log_count(), time.time()
+        self.shape.log_rate = rate
 
     @staticmethod
     def log_line(i: int) -> str:

@@ -10,17 +10,19 @@ resume and the rest once the job ended read about what is new."""
 
 from __future__ import annotations
 
-import time
-from contextlib import aclosing
+from collections.abc import AsyncIterator
+from contextlib import aclosing, asynccontextmanager
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from textual.app import App
+from textual.pilot import Pilot
 
 from cockpit.core.cluster.dashboard import DashboardClient
 from cockpit.core.logs.position import last_lines_start, origin_in_window, span_in_window
 from cockpit.core.logs.sources import LogSource, LogTail
+from cockpit.core.snapshots import JobRow
 from cockpit.ui.feeds import driver_logs
 from cockpit.ui.feeds.driver_logs import KEEP_LINES, START, DriverLogs
 from tests.harness.properties import examples
@@ -99,6 +101,20 @@ def test_a_numbered_log_is_always_found_once_the_window_holds_it() -> None:
     assert span_in_window(twice, text[start - 40 : start], end - start, text[end : end + 200]) is None
 
 
+@asynccontextmanager
+async def driver_log_feed(head: SyntheticHead) -> AsyncIterator[tuple[JobRow, Pilot[None], DriverLogs]]:
+    """HEAD's first job, a running app's pilot, and a driver-log feed on a client of HEAD."""
+    async with DashboardClient(head.url) as client:
+        job = (await client.jobs())[0]
+
+        async def dashboard() -> DashboardClient:
+            return client
+
+        app: App[None] = App()
+        async with app.run_test() as pilot:
+            yield job, pilot, DriverLogs(app, dashboard)
+
+
 async def test_a_reader_back_after_many_lines_reads_about_what_it_missed_not_the_whole_log() -> None:
     # Lines when the reader leaves, and written while it is away: more than the feed keeps (at least
     # KEEP_LINES lines, up to about 2 MiB), so what it missed begins before what is kept.
@@ -106,37 +122,29 @@ async def test_a_reader_back_after_many_lines_reads_about_what_it_missed_not_the
     shape = HeadShape(nodes=2, gpus=1, actors=4, jobs=1, dead=0, log_rate=0.0, log_lines=before)
     with SyntheticHead(shape, tick_s=3600) as head:
         whole = len(head._log_text(0, before + missed))
-        async with DashboardClient(head.url) as client:
-            job = (await client.jobs())[0]
+        async with driver_log_feed(head) as (job, pilot, logs):
+            watch: list[bytes] = []  # the hang watch: keeps the stream open all along
+            staying = logs.join(job, lambda data, _h: watch.append(data), lines=1)
+            got = bytearray()
+            reader = logs.join(job, lambda data, _h: got.extend(data), lines=5)
+            await until(pilot, lambda: got.count(b"\n") == 5, timeout=30)
+            position = reader.position
+            reader.leave()
 
-            async def dashboard() -> DashboardClient:
-                return client
+            head.stats.reset()
+            head.shape.log_lines = before + missed
+            await until(pilot, lambda: logs.logs[job.key].end == whole, timeout=30)
+            assert position is not None and position.offset < logs.logs[job.key].start
 
-            app: App[None] = App()
-            async with app.run_test() as pilot:
-                logs = DriverLogs(app, dashboard)
-                watch: list[bytes] = []  # the hang watch: keeps the stream open all along
-                staying = logs.join(job, lambda data, _h: watch.append(data), lines=1)
-                got = bytearray()
-                reader = logs.join(job, lambda data, _h: got.extend(data), lines=5)
-                await until(pilot, lambda: got.count(b"\n") == 5, timeout=30)
-                position = reader.position
-                reader.leave()
-
-                head.stats.reset()
-                head.shape.log_lines = before + missed
-                await until(pilot, lambda: logs.logs[job.key].end == whole, timeout=30)
-                assert position is not None and position.offset < logs.logs[job.key].start
-
-                back = bytearray()
-                again = logs.join(job, lambda data, _h: back.extend(data), since=position)
-                await until(pilot, lambda: back.count(b"\n") >= missed, timeout=30)
-                assert bytes(back) == head._log_text(before, before + missed)  # none lost or repeated
-                read = head.stats.snapshot()["endpoints"]["/api/v0/logs/file"]["bytes"]
-                missed_bytes = len(back)
-                assert missed_bytes <= read < whole // 5, (read, missed_bytes, whole)
-                again.leave()
-                staying.leave()
+            back = bytearray()
+            again = logs.join(job, lambda data, _h: back.extend(data), since=position)
+            await until(pilot, lambda: back.count(b"\n") >= missed, timeout=30)
+            assert bytes(back) == head._log_text(before, before + missed)  # none lost or repeated
+            read = head.stats.snapshot()["endpoints"]["/api/v0/logs/file"]["bytes"]
+            missed_bytes = len(back)
+            assert missed_bytes <= read < whole // 5, (read, missed_bytes, whole)
+            again.leave()
+            staying.leave()
 
 
 async def test_a_reader_of_the_whole_log_holds_little_while_it_pours_in_and_loses_nothing(
@@ -149,29 +157,20 @@ async def test_a_reader_of_the_whole_log_holds_little_while_it_pours_in_and_lose
     monkeypatch.setattr(driver_logs, "HELD_BYTES", 64 << 10)
     shape = HeadShape(nodes=2, gpus=1, actors=4, jobs=1, dead=0, log_rate=0.0, log_lines=200_000)
     with SyntheticHead(shape, tick_s=3600) as head:
-        async with DashboardClient(head.url) as client:
-            job = (await client.jobs())[0]
-
-            async def dashboard() -> DashboardClient:
-                return client
-
-            app: App[None] = App()
-            async with app.run_test() as pilot:
-                logs = DriverLogs(app, dashboard)
-                staying = logs.join(job, lambda _data, _h: None, lines=1)  # the hang watch: the stream
-                await until(pilot, lambda: logs.logs[job.key].end is not None, timeout=30)
-                head._log_since, head.shape.log_rate = time.time(), 40_000.0  # about 3.5 MB/s from now
-                got = bytearray()
-                whole = logs.join(job, lambda data, _h: got.extend(data), since=START)
-                await until(pilot, lambda: whole.rounds >= 1, timeout=60)
-                head.shape.log_lines, head._log_since = head.log_count(), time.time()
-                head.shape.log_rate = 0.0  # it stops: the reader must end with every line written
-                end = head.log_count()
-                await until(pilot, lambda: got.count(b"\n") >= end and whole.live, timeout=60)
-                assert bytes(got) == head._log_text(0, end)  # none lost or repeated
-                assert whole.most_held <= driver_logs.HELD_BYTES
-                whole.leave()
-                staying.leave()
+        async with driver_log_feed(head) as (job, pilot, logs):
+            staying = logs.join(job, lambda _data, _h: None, lines=1)  # the hang watch: the stream
+            await until(pilot, lambda: logs.logs[job.key].end is not None, timeout=30)
+            head.set_log_rate(40_000.0)  # about 3.5 MB/s from now
+            got = bytearray()
+            whole = logs.join(job, lambda data, _h: got.extend(data), since=START)
+            await until(pilot, lambda: whole.rounds >= 1, timeout=60)
+            head.set_log_rate(0.0)  # it stops: the reader must end with every line written
+            end = head.log_count()
+            await until(pilot, lambda: got.count(b"\n") >= end and whole.live, timeout=60)
+            assert bytes(got) == head._log_text(0, end)  # none lost or repeated
+            assert whole.most_held <= driver_logs.HELD_BYTES
+            whole.leave()
+            staying.leave()
 
 
 async def test_a_tail_reads_a_big_log_once_and_then_about_what_is_new() -> None:
