@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 
-async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter, rate: float | None) -> None:
+async def _pump(
+    source: asyncio.StreamReader, sink: asyncio.StreamWriter, rate: float | None, count: Callable[[int], None]
+) -> None:
     try:
         while data := await source.read(1 << 16):
+            count(len(data))
             sink.write(data)
             await sink.drain()
             if rate:
@@ -31,7 +34,9 @@ async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter, rate: 
         sink.close()
 
 
-async def _delayed_pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter, delay: float) -> None:
+async def _delayed_pump(
+    source: asyncio.StreamReader, sink: asyncio.StreamWriter, delay: float, count: Callable[[int], None]
+) -> None:
     """What SOURCE sends reaches SINK `delay` seconds later, in order (a line of that length: bytes keep
     coming meanwhile, as on a long link, rather than one chunk at a time)."""
     loop = asyncio.get_running_loop()
@@ -43,6 +48,7 @@ async def _delayed_pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter
             if not data:
                 return
             await asyncio.sleep(max(0.0, due - loop.time()))
+            count(len(data))
             sink.write(data)
             await sink.drain()
 
@@ -61,12 +67,21 @@ async def _delayed_pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter
         sink.close()
 
 
+def _ignore(_n: int) -> None:
+    pass
+
+
 @dataclass
 class Relay:
     url: str
     """Where clients connect (http://127.0.0.1:port)."""
     _writers: set[asyncio.StreamWriter] = field(default_factory=set)
     cuts: int = 0
+    carried: int = 0
+    """Bytes carried from the server to the clients so far (headers included)."""
+
+    def _carry(self, n: int) -> None:
+        self.carried += n
 
     def cut(self) -> None:
         """Abort every connection carried now (synchronously: no byte crosses after this returns)."""
@@ -94,13 +109,13 @@ async def relay(url: str, bytes_per_second: float | None = None, delay: float = 
         try:
             if delay:
                 await asyncio.gather(
-                    _delayed_pump(client_reader, server_writer, delay),
-                    _delayed_pump(server_reader, client_writer, delay),
+                    _delayed_pump(client_reader, server_writer, delay, _ignore),
+                    _delayed_pump(server_reader, client_writer, delay, handle._carry),
                 )
             else:
                 await asyncio.gather(
-                    _pump(client_reader, server_writer, None),
-                    _pump(server_reader, client_writer, bytes_per_second),
+                    _pump(client_reader, server_writer, None, _ignore),
+                    _pump(server_reader, client_writer, bytes_per_second, handle._carry),
                 )
         finally:
             handle._writers -= {client_writer, server_writer}
