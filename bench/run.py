@@ -35,6 +35,7 @@ import first_screen
 import gpu_view
 import idle_cpu
 import log_ingest
+import log_search
 import metrics_parse
 import scale
 import stacks
@@ -52,6 +53,7 @@ BENCHES = (
     "idle_cpu",
     "actor_list_head",
     "log_ingest",
+    "log_search",
     "gpu_view",
     "actor_table",
     "stacks",
@@ -179,6 +181,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "log_ingest" in args.only:  # needs no cluster
         _say("log_ingest ...")
         results["log_ingest"], new = log_ingest.run(args.quick)
+        rows += new
+    if "log_search" in args.only:  # needs no cluster
+        _say("log_search ...")
+        results["log_search"], new = log_search.run(args.quick)
         rows += new
     if "gpu_view" in args.only:  # needs no cluster
         _say("gpu_view ...")

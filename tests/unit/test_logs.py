@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cockpit.core.logs import buffer as buffer_module
+from cockpit.core.logs import column
 from cockpit.core.logs.buffer import (
     MAX_LINE_CHARS,
     EscapeStripper,
@@ -181,12 +181,12 @@ def test_the_ring_keeps_what_a_list_would(
 ) -> None:
     """The texts, sealed in batches as they age, read back as the last CAP lines fed, by index, in order
     from any start, and after a clear (the seal sizes made small, so every path is taken)."""
-    saved = buffer_module._SEAL_LINES, buffer_module._SEAL_CHARS
-    buffer_module._SEAL_LINES, buffer_module._SEAL_CHARS = seal
+    saved = column._SEAL_LINES, column._SEAL_CHARS
+    column._SEAL_LINES, column._SEAL_CHARS = seal
     try:
         _ring_against_a_list(cap, batches, reads)
     finally:
-        buffer_module._SEAL_LINES, buffer_module._SEAL_CHARS = saved
+        column._SEAL_LINES, column._SEAL_CHARS = saved
 
 
 def _ring_against_a_list(cap: int, batches: list[list[str]], reads: list[int]) -> None:
@@ -208,11 +208,68 @@ def _ring_against_a_list(cap: int, batches: list[list[str]], reads: list[int]) -
     assert list(ring.texts()) == ["after"] and ring[0].number == len(fed)
 
 
+_SEARCHED_LINE = st.text(
+    st.sampled_from(["a", "B", "é", "\x1b", "[", "]", "0", "m", ";", "\x07", "\\", " "]), max_size=10
+)
+"""A line of the few characters that make matches frequent and escapes (an OSC one line opens and the next
+closes among them) cut or stripped."""
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    cap=st.integers(1, 12),
+    batches=st.lists(st.lists(_SEARCHED_LINE, max_size=6), min_size=1, max_size=8),
+    term=st.text(st.sampled_from(["a", "A", "b", "é", "0", "]", "m", "\\", " "]), min_size=1, max_size=2),
+    ignore_case=st.booleans(),
+    starts=st.lists(st.integers(-2, 14), min_size=1, max_size=4),
+    seal=st.tuples(st.integers(1, 5), st.integers(1, 40)),
+)
+def test_a_plain_text_search_a_batch_at_a_time_finds_what_line_by_line_does(
+    cap: int,
+    batches: list[list[str]],
+    term: str,
+    ignore_case: bool,
+    starts: list[int],
+    seal: tuple[int, int],
+) -> None:
+    """`search` and `matching` with a plain-text pattern (looked for in a batch of lines at a time) give
+    the indexes the line-by-line path gives for the same pattern in a group (which it cannot tell is
+    plain text), from any start, both ways, sealed batches and escapes included."""
+    saved = column._SEAL_LINES, column._SEAL_CHARS
+    column._SEAL_LINES, column._SEAL_CHARS = seal
+    try:
+        ring = LineBuffer(max_lines=cap)
+        for batch in batches:
+            ring.feed("driver", "".join(f"{line}\n" for line in batch))
+        flags = re.IGNORECASE if ignore_case else 0
+        plain, grouped = re.compile(re.escape(term), flags), re.compile(f"(?:{re.escape(term)})", flags)
+        assert (
+            column.literal_in_a_line(plain) == term
+            and column.literal_in_a_line(grouped) is None
+        )
+        for start in starts:
+            assert ring.matching(plain, start) == ring.matching(grouped, start)
+            for backwards in (False, True):
+                assert ring.search(plain, start, backwards) == ring.search(grouped, start, backwards)
+    finally:
+        column._SEAL_LINES, column._SEAL_CHARS = saved
+
+
+def test_only_plain_text_without_a_newline_is_searched_a_batch_at_a_time() -> None:
+    """What a match in lines joined by newlines could not tell line by line is searched line by line."""
+    literal = column.literal_in_a_line
+    assert literal(re.compile(re.escape("loss=nan (step 3)"), re.IGNORECASE)) == "loss=nan (step 3)"
+    assert literal(re.compile("error")) == "error"
+    for pattern in (r"^error", r"a\sb", "a.b", "a\nb", re.escape("a\nb"), "", r"\d", "a|b"):
+        assert literal(re.compile(pattern)) is None, pattern
+    assert literal(re.compile(re.escape("a b"), re.VERBOSE)) is None
+
+
 def test_reading_while_it_is_fed_gives_the_lines_there_at_the_first_read() -> None:
     """A reader part way through while lines are fed (and the open batch sealed meanwhile) gets, in
     order and whole, the lines there when it read its first one."""
-    saved = buffer_module._SEAL_LINES
-    buffer_module._SEAL_LINES = 4
+    saved = column._SEAL_LINES
+    column._SEAL_LINES = 4
     try:
         ring = LineBuffer(100)
         ring.feed("driver", "".join(f"L{i}\n" for i in range(6)))
@@ -223,7 +280,7 @@ def test_reading_while_it_is_fed_gives_the_lines_there_at_the_first_read() -> No
         want = [f"L{i}" for i in range(1, 8)]
         assert list(texts) == want and [line.text for line in lines] == want
     finally:
-        buffer_module._SEAL_LINES = saved
+        column._SEAL_LINES = saved
 
 
 def test_traceback_block_without_prefix() -> None:

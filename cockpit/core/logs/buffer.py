@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import codecs
 import re
-from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, chain, islice
+from itertools import chain, islice
 from typing import Literal, TypeVar
 
+from cockpit.core.logs.column import TextColumn, lines_found, literal_in_a_line
 from cockpit.core.text import ANSI as _ANSI
 from cockpit.core.text import strip_ansi
 
@@ -131,99 +131,6 @@ def wrapped_order(size: int, start: int, backwards: bool = False) -> Iterator[in
     return chain(range(first, size), range(0, first))
 
 
-_SEAL_LINES = 1024
-_SEAL_CHARS = 64 * 1024
-"""The newest lines stay `str` objects until there are this many of them, or this many characters."""
-
-
-class _TextColumn:
-    """The lines' texts, numbered as the buffer numbers them: the newest few as `str` objects (the open
-    batch), the older ones sealed in batches of about 1,000 lines, each batch one UTF-8 `bytes` object
-    with the byte offset where each of its lines ends.
-
-    200,000 lines kept as one `str` each are 200,000 small objects in pymalloc's arenas, interleaved
-    with everything else the app allocates while a stream pours in; an arena goes back to the system
-    only when it is wholly free, so after a burst the arenas they pin stay. Sealed, the same lines are
-    a few hundred blocks of glibc's heap, whose free pages are given back (`core/heap.py`), and 50 bytes
-    a line less. A line is decoded again when read: about 0.3 us one, 0.1 us a line in order.
-    """
-
-    __slots__ = ("_data", "_ends", "_starts", "_tail", "_tail_chars", "_tail_start")
-
-    def __init__(self, first: int = 0) -> None:
-        self._starts: list[int] = []
-        """The number of each sealed batch's first line, ascending."""
-        self._data: list[bytes] = []
-        self._ends: list[array[int]] = []
-        """Per sealed batch: where each line ends in its bytes (the newline that joins it to the next)."""
-        self._tail: list[str] = []
-        self._tail_start = first
-        """The number of the open batch's first line."""
-        self._tail_chars = 0
-
-    def append(self, texts: list[str], first_kept: int) -> None:
-        """Add the next lines (no newline in any); lines numbered below FIRST_KEPT are forgotten."""
-        self._tail += texts
-        self._tail_chars += sum(map(len, texts))
-        if len(self._tail) >= _SEAL_LINES or self._tail_chars >= _SEAL_CHARS:
-            self._seal(first_kept)
-        self._evict(first_kept)
-
-    def _seal(self, first_kept: int) -> None:
-        skip = max(0, first_kept - self._tail_start)
-        lines = self._tail[skip:]
-        start = self._tail_start + skip
-        self._tail_start += len(self._tail)
-        self._tail, self._tail_chars = [], 0
-        if not lines:
-            return
-        joined = "\n".join(lines)
-        if joined.isascii():
-            sizes = [len(line) + 1 for line in lines]
-        else:
-            sizes = [len(line.encode("utf-8", "surrogatepass")) + 1 for line in lines]
-        self._starts.append(start)
-        self._data.append(joined.encode("utf-8", "surrogatepass"))
-        self._ends.append(array("I", (end - 1 for end in accumulate(sizes))))
-
-    def _evict(self, first_kept: int) -> None:
-        starts = self._starts
-        gone = bisect_right(starts, first_kept) - 1  # batches wholly before the one holding FIRST_KEPT
-        if starts and self._tail_start <= first_kept:
-            gone = len(starts)
-        if gone > 0:
-            del starts[:gone], self._data[:gone], self._ends[:gone]
-
-    def clear(self, first: int) -> None:
-        """Forget every line; the next one appended is numbered FIRST."""
-        self._starts, self._data, self._ends = [], [], []
-        self._tail, self._tail_start, self._tail_chars = [], first, 0
-
-    def get(self, number: int) -> str:
-        """The text of line NUMBER (kept: the caller checks)."""
-        if number >= self._tail_start:
-            return self._tail[number - self._tail_start]
-        k = bisect_right(self._starts, number) - 1
-        i = number - self._starts[k]
-        ends = self._ends[k]
-        return self._data[k][ends[i - 1] + 1 if i else 0 : ends[i]].decode("utf-8", "surrogatepass")
-
-    def iter_from(self, number: int) -> Iterator[str]:
-        """The texts from line NUMBER to the newest, in order: the lines there when the first is read
-        (lines fed while the caller is part way through are not in it, and none is skipped)."""
-        tail = self._tail[max(0, number - self._tail_start) :]
-        sealed: list[bytes] = []
-        skip = 0
-        if number < self._tail_start:
-            k = max(0, bisect_right(self._starts, number) - 1)
-            sealed, skip = self._data[k:], number - self._starts[k]
-        for data in sealed:
-            lines = data.decode("utf-8", "surrogatepass").split("\n")
-            yield from (islice(lines, skip, None) if skip > 0 else lines)
-            skip = 0
-        yield from tail
-
-
 @dataclass(frozen=True, slots=True)
 class LogLine:
     """One complete line of one source, classified once when it arrived."""
@@ -270,7 +177,7 @@ class LineBuffer:
         # The lines, column by column: a `LogLine` object per kept line would be 200,000 objects the
         # cyclic GC walks on every full collection (measured: 48 ms stalls). The sources and flags are
         # a ring (a list of shared str and a bytearray); the texts are sealed in batches.
-        self._texts = _TextColumn()
+        self._texts = TextColumn()
         self._line_sources: list[str] = []
         self._flags = bytearray()
         """Per line: the level (bits 0-1: `_LEVELS`), in a traceback (4), starts a traceback (8)."""
@@ -523,7 +430,12 @@ class LineBuffer:
     def search(self, regex: re.Pattern[str], start: int, backwards: bool = False) -> int | None:
         """`find` with a compiled REGEX: the index of the next line after START (before it when
         BACKWARDS) whose plain text REGEX finds something in, wrapping around; None when none does.
-        About 1 us a line with ANSI escapes to strip (one copy of the column, then list indexing)."""
+        Plain text (a pattern as `re.escape` writes it) is looked for in a batch of lines at a time, one
+        regex scan each (about 0.1 us a line); any other pattern line by line (about 1 us a line with
+        ANSI escapes to strip: one copy of the column, then list indexing)."""
+        literal = literal_in_a_line(regex)
+        if literal is not None:
+            return self._search_pieces(regex, literal, start, backwards)
         texts = list(self.texts())
         search = regex.search
         for index in wrapped_order(len(texts), start, backwards):
@@ -532,8 +444,35 @@ class LineBuffer:
                 return index
         return None
 
+    def _search_pieces(self, regex: re.Pattern[str], literal: str, start: int, backwards: bool) -> int | None:
+        """`search` a batch of lines at a time, for a `literal_in_a_line` REGEX: the same index."""
+        size = len(self._flags)
+        if size <= 0:
+            return None
+        start = min(max(start, -1), size)
+        first = self.first_number
+        if backwards:  # the order `wrapped_order` gives, as two ranges of indexes each read backwards
+            after = start if start > 0 else size
+            ranges = ((0, after), (after, size))
+        else:
+            after = start + 1 if start < size - 1 else 0
+            ranges = ((after, size), (0, after))
+        for low, high in ranges:
+            for number, text in self._texts.pieces(first + low, first + high, backwards):
+                for line in lines_found(regex, literal, text, last=backwards):
+                    return number + line - first
+        return None
+
     def matching(self, regex: re.Pattern[str], start: int = 0) -> list[int]:
         """The indexes, from START on, of the lines whose plain text REGEX finds something in."""
+        literal = literal_in_a_line(regex)
+        if literal is not None:
+            first = self.first_number
+            return [
+                number + line - first
+                for number, text in self._texts.pieces(first + max(0, start), self.end_number)
+                for line in lines_found(regex, literal, text)
+            ]
         search = regex.search
         return [
             index for index, text in enumerate(self.texts(start), max(0, start)) if search(strip_ansi(text))
