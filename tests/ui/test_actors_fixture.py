@@ -303,6 +303,13 @@ async def test_keys_typed_in_one_burst_after_slash_go_to_the_gpu_and_log_prompts
         assert logs.query_one("#log-input", Input).value == "sx"  # typed: not saved, sources not reset
         await pilot.press("slash", "y")  # a `/` typed in the open prompt is a `/`
         assert logs.query_one("#log-input", Input).value == "sx/y"
+        burst(app, "a/b&c")  # in order, however fast: not inserted ahead of keys still queued
+        await pilot.pause()
+        assert logs.query_one("#log-input", Input).value == "sx/ya/b&c"
+        await pilot.press("escape", "3", "slash")
+        burst(app, "role/x")
+        await pilot.pause()
+        assert app.screen.query_one("#actor-filter", Input).value.endswith("role/x")
 
 
 def burst(app: CockpitApp, text: str) -> None:

@@ -31,7 +31,7 @@ from cockpit.core.snapshots import PlacementGroupRow
 from cockpit.core.units import duration
 from cockpit.ui.feeds import start_worker
 from cockpit.ui.messages import ActorQueryChanged, ShowActorLog, ShowGpusOf, ShowNode
-from cockpit.ui.screens.base import CockpitScreen
+from cockpit.ui.screens.base import CockpitScreen, type_into
 from cockpit.ui.state import ActorTable
 from cockpit.ui.widgets.actor_details import detail_pairs, details_text
 from cockpit.ui.widgets.actor_table import ActorTableView, GpuMap
@@ -299,7 +299,7 @@ class ActorsScreen(CockpitScreen):
         reach the table, and its `l` jump to the Logs screen). A `/` typed in the filter is a `/`."""
         field = self.query_one("#actor-filter", Input)
         if field.has_focus:
-            field.insert_text_at_cursor("/")
+            type_into(field, "slash", "/")
             return
         field.value = self.state.actor_query
         field.add_class("shown")

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import ClassVar, TypeVar
 
+from textual import events
 from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widget import Widget
+from textual.widgets import Input
 
 from cockpit.ui.messages import ScreenShown
 from cockpit.ui.state import CockpitHost, CockpitState, Need, Topic, host_of
@@ -85,3 +87,10 @@ class CockpitScreen(Screen[None]):
 
     def refresh_view(self) -> None:
         """Show the state; called on resume and when a topic in `SHOWS` changed while on view."""
+
+
+def type_into(field: Input, key: str, character: str) -> None:
+    """CHARACTER (key KEY) typed into FIELD, which has focus, behind the keys queued for it: a priority
+    binding's own key typed in the field it opened (`/` in a filter). Inserted at once it would land
+    before keys typed just ahead of it that the field has not handled yet (`a/b` typed fast was `/ab`)."""
+    field.post_message(events.Key(key, character))

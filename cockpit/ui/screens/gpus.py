@@ -17,7 +17,7 @@ from textual.widgets import Input
 
 from cockpit.core.gpu.board import SORT_KEYS, GpuFleet, SortKey
 from cockpit.ui.messages import HighResToggled
-from cockpit.ui.screens.base import CockpitScreen
+from cockpit.ui.screens.base import CockpitScreen, type_into
 from cockpit.ui.state import Topic
 from cockpit.ui.widgets import gpu_cells as cells
 from cockpit.ui.widgets.gpu_heatmap import GpuHeatmap, cursor_detail
@@ -183,7 +183,7 @@ class GpuScreen(CockpitScreen):
         filter, not to the list's `s`, `v` and `h`; a `/` typed in the filter is a `/`."""
         field = self.query_one("#gpu-filter", Input)
         if field.has_focus:
-            field.insert_text_at_cursor("/")
+            type_into(field, "slash", "/")
             return
         field.value = self.node_filter
         field.add_class("shown")

@@ -25,7 +25,7 @@ from cockpit.core.errors import CockpitError
 from cockpit.core.logs.sources import LocalFileTail, LogSource, LogTail
 from cockpit.core.snapshots import ActorRow, JobRow, LogIndex, NodeSnapshot, job_to_show
 from cockpit.ui.feeds.driver_logs import LogPosition, LogReader, driver_logs_of
-from cockpit.ui.screens.base import CockpitScreen
+from cockpit.ui.screens.base import CockpitScreen, type_into
 from cockpit.ui.screens.picker import PickScreen
 from cockpit.ui.widgets.key_hints import KeyHints, key_of
 from cockpit.ui.widgets.log_view import LogView
@@ -355,7 +355,7 @@ class LogsScreen(CockpitScreen):
         them go to the prompt, not to `s` (save) or `x`; typed in the prompt they are characters."""
         prompt = self.query_one("#log-input", Input)
         if prompt.has_focus:
-            prompt.insert_text_at_cursor("/" if mode == "search" else "&")
+            type_into(prompt, *(("slash", "/") if mode == "search" else ("ampersand", "&")))
             return
         self.input_mode = mode
         prompt.placeholder = (
