@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from cockpit.core.cluster import answers as ray_api
 from cockpit.core.cluster import errors as dashboard_errors
-from cockpit.core.cluster import parse
+from cockpit.core.cluster import parse, transport
 from cockpit.core.errors import CockpitError
 from cockpit.core.snapshots import (
     NA,
@@ -319,6 +319,65 @@ def test_node_summary_answers(doc: Any) -> None:
     nodes = gives_or_refuses(lambda: ray_api.node_summaries(doc))
     for node in nodes or ():  # type: ignore[attr-defined]
         check_node(node)
+
+
+@st.composite
+def spelled(draw: st.DrawFn, doc: Any) -> bytes:
+    """DOC as a dashboard could send it: compact or indented, any key order kept, maybe with space
+    around; now and then cut short, or followed by something that is not JSON."""
+    text = json.dumps(doc, indent=draw(st.sampled_from([None, 1, 2])), ensure_ascii=draw(st.booleans()))
+    text = draw(st.sampled_from(["", " ", "\n\t"])) + text + draw(st.sampled_from(["", "\n", " \r\n"]))
+    spoil = draw(st.integers(0, 9))
+    if spoil == 0:
+        text = text[: draw(st.integers(0, max(0, len(text) - 1)))]
+    elif spoil == 1:
+        text += draw(st.sampled_from(["x", "{}", ",", "]"]))
+    return text.encode("utf-8", "surrogatepass")
+
+
+def read_both(body: bytes, whole: Callable[[Any], Any], streamed: Any) -> tuple[Any, Any]:
+    """What the answer reader gives for BODY decoded whole and read item by item: a value, or the error
+    message it refused BODY with."""
+    out = []
+    for then in (whole, streamed):
+        try:
+            out.append(transport._read_json(body, "/p", then))
+        except CockpitError as exc:
+            out.append(f"refused: {exc}")
+    return out[0], out[1]
+
+
+@EXAMPLES
+@given(st.data())
+def test_an_answer_read_item_by_item_is_the_answer_read_whole(data: st.DataObject) -> None:
+    """The node summary and the state lists, read one item of their bulk at a time (as the client reads
+    them), give what decoding the whole answer first gives: the same snapshots, or the same refusal."""
+    doc = data.draw(answer("nodes_summary_fakeamd.json"))
+    body = data.draw(spelled(doc))
+    whole, streamed = read_both(body, ray_api.node_summaries, ray_api.node_summaries_streamed)
+    assert whole == streamed
+    name = data.draw(st.sampled_from(sorted(STATE_ANSWERS)))
+    doc = data.draw(answer(name))
+    body = data.draw(spelled(doc))
+    build = STATE_ANSWERS[name]
+    whole, streamed = read_both(
+        body,
+        functools.partial(ray_api.state_listing, path="/p", build=build),
+        ray_api.state_listing_streamed("/p", build),
+    )
+    assert whole == streamed
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"", b" ", b"{", b'{"data": {"summary": [', b'{"data": {"summary": [1,]}}',
+     b'{"data": {"summary": []}} x', b"\xff\xfe\x00", b'{"result": true, "data": {"summary": [{}, 2, null]}}',
+     b'{"data": {"summary": {}}}', b'{"data": {"summary": [], "summary": [{"raylet": {}}]}, "result": true}',
+     b"[]", b"NaN"],
+)  # fmt: skip
+def test_odd_bodies_read_item_by_item_as_read_whole(body: bytes) -> None:
+    whole, streamed = read_both(body, ray_api.node_summaries, ray_api.node_summaries_streamed)
+    assert whole == streamed
 
 
 @EXAMPLES

@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 from cockpit.core.cluster import parse
 from cockpit.core.cluster.errors import NotFound, RequestRejected
+from cockpit.core.cluster.json_items import Built, Streamed
 from cockpit.core.snapshots import ClusterStatus, JobRow, Listing, LogIndex, NodeSnapshot
 
 T = TypeVar("T")
@@ -75,7 +76,11 @@ def envelope_data(doc: Any, path: str) -> Mapping[str, Any]:
 def state_listing(doc: Any, path: str, build: Callable[[Mapping[str, Any]], T]) -> Listing[T]:
     """A state-API list (`/api/v0/actors` ...): the rows BUILD makes of each object, and the truncation."""
     result = parse.as_mapping(envelope_data(doc, path).get("result"))
-    rows = tuple(build(row) for row in parse.as_list(result.get("result")) if isinstance(row, Mapping))
+    items = result.get("result")
+    if isinstance(items, Built):
+        rows = tuple(items)
+    else:
+        rows = tuple(build(row) for row in parse.as_list(items) if isinstance(row, Mapping))
     warnings = [result.get("partial_failure_warning"), *parse.as_list(result.get("warnings"))]
     shown = tuple(" ".join(str(w).split()) for w in warnings if w)
     return Listing(rows=rows, meta=parse.list_meta(result, len(rows)), warnings=shown)
@@ -83,8 +88,32 @@ def state_listing(doc: Any, path: str, build: Callable[[Mapping[str, Any]], T]) 
 
 def node_summaries(doc: Any) -> tuple[NodeSnapshot, ...]:
     """`/nodes?view=summary`: a node with host and GPU stats per object of `data.summary`."""
-    summary = parse.as_list(envelope_data(doc, "/nodes").get("summary"))
-    return tuple(parse.node_from_summary(entry) for entry in summary if isinstance(entry, Mapping))
+    summary = envelope_data(doc, "/nodes").get("summary")
+    if isinstance(summary, Built):
+        return tuple(summary)
+    return tuple(parse.node_from_summary(e) for e in parse.as_list(summary) if isinstance(e, Mapping))
+
+
+def _node_of(entry: Any) -> NodeSnapshot | None:
+    return parse.node_from_summary(entry) if isinstance(entry, Mapping) else None
+
+
+node_summaries_streamed: Streamed[tuple[NodeSnapshot, ...]] = Streamed(
+    ("data", "summary"), _node_of, node_summaries
+)
+"""`node_summaries`, reading the answer one node at a time."""
+
+
+def state_listing_streamed(path: str, build: Callable[[Mapping[str, Any]], T]) -> Streamed[Listing[T]]:
+    """`state_listing`, reading the answer one row at a time."""
+
+    def item(row: Any) -> T | None:
+        return build(row) if isinstance(row, Mapping) else None
+
+    def finish(doc: Any) -> Listing[T]:
+        return state_listing(doc, path, build)
+
+    return Streamed(("data", "result", "result"), item, finish)
 
 
 def cluster_status_of(doc: Any) -> ClusterStatus:

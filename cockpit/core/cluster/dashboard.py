@@ -15,7 +15,6 @@ refuses what it would silently send empty).
 from __future__ import annotations
 
 import asyncio
-import functools
 import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -34,10 +33,10 @@ from cockpit.core.cluster.answers import (
     job_of,
     jobs_of,
     log_index_of,
-    node_summaries,
+    node_summaries_streamed,
     path_segment,
     sendable,
-    state_listing,
+    state_listing_streamed,
     submission_id_of,
     version_of,
 )
@@ -86,6 +85,8 @@ LOG_TEXT_FORMAT = ("format", "text")
 data, `0` error: its default `leading_1` format) unless asked for plain text; Ray 2.60 ignores it."""
 LOG_READ_DEADLINE_S = 600
 """How long the dashboard may take over one `/api/v0/logs/file` read (its own default is 30 s)."""
+
+
 def load_token(token_file: str | os.PathLike[str] | None = None, fallback: str | None = None) -> str | None:
     """The cluster's auth token: `--token-file`, else `RAY_AUTH_TOKEN`, else `fallback` (the local
     cluster's own token), else `~/.ray/auth_token`."""
@@ -148,7 +149,7 @@ class DashboardClient(DashboardTransport):
         params += filter_params(filters)
         params.extend(extra)
         path = f"/api/v0/{resource}"
-        read = functools.partial(state_listing, path=path, build=build)
+        read = state_listing_streamed(path, build)
         if unless_same:
             same: Listing[T] = await self._get_unless_same(path, params, read)
             return same
@@ -191,7 +192,7 @@ class DashboardClient(DashboardTransport):
             fresh: bypass the dashboard's cache (`nocache=1`), e.g. right after a node joined.
         """
         params = [("view", "summary")] + ([("nocache", "1")] if fresh else [])
-        nodes: tuple[NodeSnapshot, ...] = await self._get("/nodes", params, then=node_summaries)
+        nodes: tuple[NodeSnapshot, ...] = await self._get("/nodes", params, then=node_summaries_streamed)
         return nodes
 
     async def nodes(self, fresh: bool = False) -> tuple[NodeSnapshot, ...]:

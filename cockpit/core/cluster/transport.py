@@ -27,6 +27,7 @@ from cockpit.core.cluster.errors import (
     RequestRejected,
     http_error,
 )
+from cockpit.core.cluster.json_items import NotJson, Streamed
 
 BIG_ANSWER = 1 << 20
 """Bytes from which an answer is decoded and read on a thread: `/nodes?view=summary` is about 8.4 KB a
@@ -36,7 +37,12 @@ ASK_WHY_EVERY_S = 30.0
 
 
 def _read_json(body: bytes, path: str, then: Callable[[Any], Any] | None) -> Any:
-    """BODY as JSON, read by THEN when given."""
+    """BODY as JSON, read by THEN when given (a `Streamed` THEN reads the body itself)."""
+    if isinstance(then, Streamed):
+        try:
+            return then.read(body)
+        except NotJson:
+            raise RequestRejected(f"the dashboard sent something that is not JSON for {path}.") from None
     try:
         doc = json.loads(body)
     except ValueError:
