@@ -42,33 +42,38 @@ def _space(s: str, i: int) -> int:
     return match.end()
 
 
+def _next(s: str, i: int, close: str) -> tuple[int, bool]:
+    """Past the separator after a container's member at s[i]: where the next member starts, and whether
+    CLOSE ended the container instead (then the index after it)."""
+    i = _space(s, i)
+    if s.startswith(",", i):
+        return _space(s, i + 1), False
+    if s.startswith(close, i):
+        return i + 1, True
+    raise NotJson
+
+
 def _walk(s: str, i: int, at: tuple[str, ...], item: Callable[[Any], Any]) -> tuple[Any, int]:
     """The JSON value at s[i], with the list at AT (keys below it) read one item at a time (a `Built`)."""
+    opening = "{" if at else "["
+    if not s.startswith(opening, i):
+        return _value(s, i)
+    i = _space(s, i + 1)
     if not at:
-        if not s.startswith("[", i):
-            return _value(s, i)
-        out, i = Built(), _space(s, i + 1)
-        if s.startswith("]", i):
-            return out, i + 1
-        while True:
+        out = Built()
+        ended = s.startswith("]", i)
+        i += 1 if ended else 0
+        while not ended:
             value, i = _value(s, i)
             built = item(value)
             if built is not None:
                 out.append(built)
-            i = _space(s, i)
-            if s.startswith(",", i):
-                i = _space(s, i + 1)
-            elif s.startswith("]", i):
-                return out, i + 1
-            else:
-                raise NotJson
-    if not s.startswith("{", i):
-        return _value(s, i)
+            i, ended = _next(s, i, "]")
+        return out, i
     doc: dict[str, Any] = {}
-    i = _space(s, i + 1)
-    if s.startswith("}", i):
-        return doc, i + 1
-    while True:
+    ended = s.startswith("}", i)
+    i += 1 if ended else 0
+    while not ended:
         if not s.startswith('"', i):
             raise NotJson
         key, i = _value(s, i)
@@ -77,13 +82,8 @@ def _walk(s: str, i: int, at: tuple[str, ...], item: Callable[[Any], Any]) -> tu
             raise NotJson
         i = _space(s, i + 1)
         doc[key], i = _walk(s, i, at[1:], item) if key == at[0] else _value(s, i)
-        i = _space(s, i)
-        if s.startswith(",", i):
-            i = _space(s, i + 1)
-        elif s.startswith("}", i):
-            return doc, i + 1
-        else:
-            raise NotJson
+        i, ended = _next(s, i, "}")
+    return doc, i
 
 
 R = TypeVar("R")
