@@ -373,7 +373,9 @@ def test_an_answer_read_item_by_item_is_the_answer_read_whole(data: st.DataObjec
     [b"", b" ", b"{", b'{"data": {"summary": [', b'{"data": {"summary": [1,]}}',
      b'{"data": {"summary": []}} x', b"\xff\xfe\x00", b'{"result": true, "data": {"summary": [{}, 2, null]}}',
      b'{"data": {"summary": {}}}', b'{"data": {"summary": [], "summary": [{"raylet": {}}]}, "result": true}',
-     b"[]", b"NaN"],
+     b"[]", b"NaN", b'{"data": {"summary": [{"cpu": ' + b"1" * 5000 + b"}]}}",
+     b'{"x": ' + b"1" * 5000 + b', "data": {"summary": []}}',
+     b'{"data": {"summary": [' + b"[" * 100_000 + b"]}}"],
 )  # fmt: skip
 def test_odd_bodies_read_item_by_item_as_read_whole(body: bytes) -> None:
     whole, streamed = read_both(body, ray_api.node_summaries, ray_api.node_summaries_streamed)

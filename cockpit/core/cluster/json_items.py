@@ -32,7 +32,7 @@ class Built(list):  # type: ignore[type-arg]
 def _value(s: str, i: int) -> tuple[Any, int]:
     try:
         return _DECODER.raw_decode(s, i)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # JSONDecodeError, an int past the digit limit, nesting too deep
         raise NotJson from None
 
 

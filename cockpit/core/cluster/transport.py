@@ -45,7 +45,7 @@ def _read_json(body: bytes, path: str, then: Callable[[Any], Any] | None) -> Any
             raise RequestRejected(f"the dashboard sent something that is not JSON for {path}.") from None
     try:
         doc = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the interpreter's limit
         raise RequestRejected(f"the dashboard sent something that is not JSON for {path}.") from None
     return then(doc) if then is not None else doc
 
