@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from array import array
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import accumulate, islice
 
 _ANSI_IN_LINES = re.compile(
@@ -41,47 +41,44 @@ def literal_in_a_line(regex: re.Pattern[str]) -> str | None:
 def lines_found(regex: re.Pattern[str], literal: str, text: str, last: bool = False) -> Iterator[int]:
     """The lines of TEXT (lines joined by newlines, counted from 0) that REGEX finds something in, in
     order, each once; with LAST only the last of them (if any). REGEX finds LITERAL (`literal_in_a_line`):
-    where case is ignored and both are ASCII, lowered text is scanned for it (`str.find`, several times
-    faster than the regex engine ignoring case); else REGEX scans."""
+    it is looked for with `str.find` (in lowered text where case is ignored and both are ASCII: several
+    times faster than the regex engine ignoring case); else REGEX scans."""
     if "\x1b" in text:
         text = _ANSI_IN_LINES.sub("", text)
-    if regex.flags & re.IGNORECASE:
-        if not (literal.isascii() and text.isascii()):
-            yield from _regex_lines(regex, text, last)
-            return
-        text, literal = text.lower(), literal.lower()
-    if last:
-        at = text.rfind(literal)
-        if at >= 0:
-            yield text.count("\n", 0, at)
-        return
-    at, line, counted = text.find(literal), 0, 0
-    while at >= 0:
-        line += text.count("\n", counted, at)
-        yield line
-        counted = text.find("\n", at + len(literal))  # the next line's search starts after its newline
-        if counted < 0:
-            return
-        at = text.find(literal, counted)
-
-
-def _regex_lines(regex: re.Pattern[str], text: str, last: bool) -> Iterator[int]:
-    """`lines_found` by REGEX's own scan."""
-    if last:
-        final = None
-        for final in regex.finditer(text):  # noqa: B007 - the last one is wanted
-            pass
-        if final is not None:
-            yield text.count("\n", 0, final.start())
-        return
+    starts: Iterable[int]
+    if regex.flags & re.IGNORECASE and not (literal.isascii() and text.isascii()):
+        matches = regex.finditer(text)
+        if last:
+            final = None
+            for final in matches:  # noqa: B007 - the last one is wanted
+                pass
+            starts = () if final is None else (final.start(),)
+        else:
+            starts = (match.start() for match in matches)
+    else:
+        if regex.flags & re.IGNORECASE:
+            text, literal = text.lower(), literal.lower()
+        starts = (text.rfind(literal),) if last else _found(text, literal)
     line, counted = -1, 0
-    for match in regex.finditer(text):
-        at = match.start()
+    for at in starts:
+        if at < 0:
+            return
         here = max(line, 0) + text.count("\n", counted, at)
         counted = at
         if here != line:
             line = here
             yield here
+
+
+def _found(text: str, literal: str) -> Iterator[int]:
+    """Where LITERAL first occurs in each line of TEXT that holds it, in order."""
+    at = text.find(literal)
+    while at >= 0:
+        yield at
+        after = text.find("\n", at + len(literal))  # the next one is looked for from the next line
+        if after < 0:
+            return
+        at = text.find(literal, after)
 
 
 _SEAL_LINES = 1024
