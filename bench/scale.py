@@ -351,6 +351,9 @@ if __name__ == "__main__":  # a partial run while developing: `python bench/scal
     parser.add_argument("--no-memory", action="store_true")
     parser.add_argument("--memory-only", action="store_true")
     opts = parser.parse_args()
+    # SIGTERM and SIGHUP unwind like Ctrl+C: the synthetic head and the cockpit's terminal are closed.
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, lambda number, _frame: sys.exit(128 + number))
     if opts.memory_only:
         scratch = Path(tempfile.mkdtemp(prefix="cockpit-bench-scale-"))
         try:

@@ -9,10 +9,13 @@ the next of the screens 1, 2, 3, 4, 5, 7, 0 is shown. Each sample reads, from /p
 least-squares slope of each is reported per hour, with the first and last values. The cockpit's asyncio
 tasks are not visible from outside the process: the threads and open files stand for what it holds.
 Exceptions: the terminal is searched for a traceback at every sample. Lost or repeated log lines: the
-Logs screen follows the job that was running when it was first shown, whose synthetic driver log numbers
-its lines (`step:N`) and goes on for the whole soak; its stream closes each time the screen is left and
-resumes when it is shown again. At the end the screen's `s` saves what its ring holds (the last 200,000
-lines), and every line must be numbered one more than the line before it.
+Logs screen follows the job that was running when it was first shown, so it is shown first, before the
+churn ends that job (a minute in) and starts the first of the short ones: the jobs there at start share
+one synthetic driver log that numbers its lines (`step:N`) and goes on for the whole soak. Its stream
+closes each time the screen is left and resumes when it is shown again. At the end the screen's `s`
+saves what its ring holds (the last 200,000 lines): every line must be numbered one more than the line
+before it, and the last must be near the log's end (`behind`: the lines written after it, a few seconds'
+worth; a screen left on a job that ended would be a whole soak behind).
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ from common import REPO, load_average, rss_mib
 from scale import _cockpit, _get, synthetic_head
 from terminal import quit_app
 
-SCREENS = ("1", "2", "3", "4", "5", "7", "0")
+SCREENS = ("5", "1", "2", "3", "4", "7", "0")
+"""The order the screens are shown in, the Logs screen first (see above)."""
 DEAD = 1_000
 """Dead nodes listed from the start: Ray keeps the last 1,000 (`RAY_maximum_gcs_dead_node_cached_count`),
 so under churn (a node dies and one joins every 5 s) a long-lived cluster lists 1,000 dead nodes. Starting
@@ -166,7 +170,7 @@ def soak(
         "first_last": {k: (steady[0][k], steady[-1][k]) for k in keys},
         "tracebacks_seen": tracebacks,
         "log_lines_written": control["log_lines"],
-        "log_saved": saved_log,
+        "log_saved": {**saved_log, "behind": control["log_lines"] - 1 - saved_log["last"]},
         "head_endpoints": endpoints,
         "quit_s": quit_s,
         "load_after": load_average(),
@@ -194,7 +198,8 @@ def main() -> int:
     saved = doc["log_saved"]
     print(
         f"Logs screen at the end: {saved['lines']:,} lines (steps {saved['first']:,} to {saved['last']:,}), "
-        f"{saved['lost']} lost, {saved['repeated']} repeated"
+        f"{saved['lost']} lost, {saved['repeated']} repeated; the log's last step "
+        f"{doc['log_lines_written'] - 1:,} ({saved['behind']:,} lines after the ring's last)"
     )
     print(f"tracebacks seen: {doc['tracebacks_seen']}; results: {out.relative_to(REPO)}")
     return 0
