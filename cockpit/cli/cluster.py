@@ -118,22 +118,30 @@ async def fetch_nodes(target: Target, options: ConnectOptions) -> tuple[NodeSnap
 
 
 def print_nodes(nodes: tuple[NodeSnapshot, ...]) -> None:
+    for line in node_lines(nodes, time.time()):
+        print(line)
+
+
+def node_lines(nodes: tuple[NodeSnapshot, ...], now: float) -> list[str]:
+    """`cockpit status`'s node table: a header, then a line a node, each of the cluster's strings cleaned
+    (one line, no escape, no control character) and cut to its column."""
+    from cockpit.core.text import cut
     from cockpit.core.units import ago, human_bytes, percent
 
-    now = time.time()
-    header = f"{'NODE':10} {'HOST':16} {'IP':15} {'STATE':6} {'CPU':>5} {'MEMORY':>21} {'GPUS':>4}  JOINED"
-    print(header)
+    lines = [f"{'NODE':10} {'HOST':16} {'IP':15} {'STATE':6} {'CPU':>5} {'MEMORY':>21} {'GPUS':>4}  JOINED"]
     for node in nodes:
         mem = f"{human_bytes(node.mem_used_bytes)}/{human_bytes(node.mem_total_bytes)}"
         joined = ago(now - node.start_time) if node.start_time else "?"
         head = "*" if node.is_head else " "
         line = (
-            f"{node.node_id[:8]}{head} {node.hostname[:16]:16} {node.ip:15} {node.state:6} "
-            f"{percent(node.cpu_percent):>5} {mem:>21} {node.logical_gpus:>4g}  {joined}"
+            f"{cut(node.node_id, 8)}{head} {cut(node.hostname, 16):16} {cut(node.ip, 39):15} "
+            f"{cut(node.state, 10):6} {percent(node.cpu_percent):>5} {mem:>21} "
+            f"{node.logical_gpus:>4g}  {joined}"
         )
         if not node.alive:
-            line += f"  ({node.state_message or 'no reason given'})"
-        print(line)
+            line += f"  ({cut(node.state_message, 300) or 'no reason given'})"
+        lines.append(line)
+    return lines
 
 
 def _node_json(node: NodeSnapshot) -> dict[str, Any]:
@@ -190,7 +198,7 @@ async def _status(target: Target, options: ConnectOptions, as_json: bool) -> int
     progress = JoinProgress.of(nodes, job.num_nodes, job.gpus) if job else JoinProgress.of(nodes)
     job_counts = Counter(job.status for job in jobs)
     from cockpit.core.cluster.versions import range_warning
-    from cockpit.core.text import clean
+    from cockpit.core.text import clean, cut
 
     warning = range_warning(info.ray_version)
     if warning:
@@ -212,7 +220,7 @@ async def _status(target: Target, options: ConnectOptions, as_json: bool) -> int
             doc["slurm"] = slurm_json(job)
         print(json.dumps(doc, indent=2))
         return EXIT_OK
-    print(f"{target.raw}  Ray {info.ray_version}  Python {info.python_version}  dashboard {url}")
+    print(clean(f"{target.raw}  Ray {info.ray_version}  Python {info.python_version}  dashboard {url}"))
     if job is not None:
         print(slurm_line(job))
     print(progress.summary())
@@ -220,7 +228,8 @@ async def _status(target: Target, options: ConnectOptions, as_json: bool) -> int
         print(f"  {line}")
     print_nodes(nodes)
     if jobs:
-        print("jobs: " + ", ".join(f"{count} {status}" for status, count in sorted(job_counts.items())))
+        counts = ", ".join(f"{count} {cut(status, 20)}" for status, count in sorted(job_counts.items()))
+        print(f"jobs: {counts}")
     return EXIT_OK
 
 
@@ -251,7 +260,9 @@ def _status_without_dashboard(
             doc["slurm"] = slurm_json(job)
         print(json.dumps(doc, indent=2))
         return EXIT_OK
-    print(f"{target.raw}  no dashboard: nodes from the head's Ray over SSH")
+    from cockpit.core.text import clean
+
+    print(clean(f"{target.raw}  no dashboard: nodes from the head's Ray over SSH"))
     if job is not None:
         print(slurm_line(job))
     print(progress.summary())

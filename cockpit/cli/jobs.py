@@ -22,9 +22,10 @@ from cockpit.cli.common import (
     user_config,
 )
 from cockpit.core.cluster.selectors import ACTOR_SELECTOR, NODE_SELECTOR
+from cockpit.core.text import clean
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from cockpit.core.cluster.dashboard import DashboardClient
     from cockpit.core.connect.connection import ConnectOptions
@@ -99,7 +100,6 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 def jobs(args: argparse.Namespace) -> int:
     from cockpit.core.connect.connection import open_dashboard
     from cockpit.core.targets import parse_target
-    from cockpit.core.units import ago
 
     target = parse_target(args.target)
 
@@ -109,14 +109,25 @@ def jobs(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps([asdict(job) for job in rows], indent=2, default=dict))
             return EXIT_OK
-        now = time.time()
-        print(f"{'JOB':32} {'STATUS':10} {'STARTED':>12}  ENTRYPOINT")
-        for job in rows:
-            started = ago(now - job.start_time) if job.start_time else "-"
-            print(f"{job.key[:32]:32} {job.status:10} {started:>12}  {job.entrypoint[:80]}")
+        for line in job_lines(rows, time.time()):
+            print(line)
         return EXIT_OK
 
     return asyncio.run(run())
+
+
+def job_lines(rows: Sequence[JobRow], now: float) -> list[str]:
+    """`cockpit jobs`' table: a header, then a line a job, its id, status and entrypoint (the cluster's
+    text) cleaned (one line, no escape, no control character) and cut to their columns."""
+    from cockpit.core.text import cut
+    from cockpit.core.units import ago
+
+    lines = [f"{'JOB':32} {'STATUS':10} {'STARTED':>12}  ENTRYPOINT"]
+    for job in rows:
+        started = ago(now - job.start_time) if job.start_time else "-"
+        status = cut(job.status, 10)
+        lines.append(f"{cut(job.key, 32):32} {status:10} {started:>12}  {cut(job.entrypoint, 80)}")
+    return lines
 
 
 def stop(args: argparse.Namespace) -> int:
@@ -128,7 +139,7 @@ def stop(args: argparse.Namespace) -> int:
     async def run() -> int:
         async with open_dashboard(target, connect_options(args)) as client:
             stopped = await client.stop_job(args.job)
-        print(f"{args.job}: {'stop requested' if stopped else 'already finished'}")
+        print(clean(f"{args.job}: {'stop requested' if stopped else 'already finished'}"))
         return EXIT_OK
 
     return asyncio.run(run())
@@ -201,26 +212,25 @@ async def _submit(
         except LaunchBlocked as exc:
             err(f"not submitted: {exc} (fix it, or pass --force)")
             return EXIT_FAIL
-        print(f"submitted {submission_id}")
+        print(clean(f"submitted {submission_id}"))
         if not follow:
             return EXIT_OK
         return await follow_job(client, submission_id, colour=colour_wanted())
 
 
 def log_writer(colour: bool) -> tuple[Callable[[bytes], object], Callable[[], None]]:
-    """(write, end) for log bytes on stdout: without COLOUR, the log's escapes are taken out."""
-    from cockpit.core.logs.buffer import EscapeStripper
+    """(write, end) for log bytes on stdout, as text a terminal only shows: with COLOUR the log's colour
+    codes are kept, never its other escapes (a title, a clipboard write, a cleared screen)."""
+    from cockpit.core.logs.terminal import TerminalText
 
     out = sys.stdout.buffer
-    if colour:
-        return out.write, out.flush
-    stripper = EscapeStripper()
+    text = TerminalText(colour)
 
     def end() -> None:
-        out.write(stripper.end())
+        out.write(text.end().encode())
         out.flush()
 
-    return lambda chunk: out.write(stripper.feed(chunk)), end
+    return lambda chunk: out.write(text.feed(chunk).encode()), end
 
 
 async def follow_job(
@@ -272,7 +282,7 @@ async def follow_job(
             write(chunk)
         end()
     if job.status == "SUCCEEDED":
-        print(f"{submission_id}: SUCCEEDED")
+        print(clean(f"{submission_id}: SUCCEEDED"))
         return EXIT_OK
     message = " ".join(job.message.split())[:500] or "no message"
     err(f"job {submission_id} {job.status}: {message}")
@@ -331,4 +341,3 @@ def logs(args: argparse.Namespace) -> int:
         return EXIT_OK
 
     return asyncio.run(run())
-

@@ -47,3 +47,9 @@ def clean(value: object) -> str:
     text = strip_ansi(text)
     text = _SPACES.sub(" ", text)
     return CONTROLS.sub(REPLACEMENT, text)
+
+
+def cut(value: object, width: int) -> str:
+    """VALUE `clean`ed and, when longer than WIDTH characters, cut to WIDTH with "…" as its last."""
+    text = clean(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
