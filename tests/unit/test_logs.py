@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from cockpit.core.logs import column
 from cockpit.core.logs.buffer import (
     MAX_LINE_CHARS,
-    EscapeStripper,
     LineBuffer,
     LogLine,
     classify,
@@ -374,28 +373,6 @@ def test_levels_read_through_ansi_and_prefix() -> None:
 def test_strip_ansi() -> None:
     assert strip_ansi("\x1b[1;31mred\x1b[0m \x1b]0;title\x07plain\x1b[2K") == "red plain"
     assert strip_ansi("no escapes") == "no escapes"
-
-
-def test_escapes_cut_between_chunks_are_taken_out_whole() -> None:
-    """`cockpit logs` without colour: the stream's chunks may cut an escape anywhere (a CSI colour, an
-    OSC title or hyperlink with its ESC-backslash end); whatever the cuts, the same text comes out."""
-    raw = (
-        "\x1b[36m(RolloutWorker pid=123)\x1b[0m step=1 κλ 中文\n"
-        "\x1b]0;title\x07x \x1b[1;38;2;10;20;30mrgb\x1b[0m\n"
-        "\x1b]8;;http://example.com\x1b\\link\x1b]8;;\x1b\\ end\x1b[2K\n"
-    ).encode()
-    expected = strip_ansi(raw.decode()).encode()
-    assert b"\x1b" not in expected and b"link end" in expected
-    for first in range(len(raw) + 1):
-        for second in range(first, len(raw) + 1, 7):
-            stripper = EscapeStripper()
-            parts = (raw[:first], raw[first:second], raw[second:])
-            out = b"".join(stripper.feed(part) for part in parts) + stripper.end()
-            assert out == expected, (first, second)
-    # An escape never finished at the end of the stream comes out as text, without its ESC.
-    stripper = EscapeStripper()
-    assert stripper.feed(b"tail \x1b[3") == b"tail "
-    assert stripper.end() == b"[3"
 
 
 def test_wrapped_order() -> None:

@@ -69,40 +69,6 @@ _IN_TRACEBACK = 4
 _TRACEBACK_START_BIT = 8
 
 
-_ANSI_BYTES = re.compile(_ANSI.pattern.encode("ascii"))
-_OSC_BYTES = re.compile(rb"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
-_HOLD_MAX = 256
-"""The longest unfinished escape held back at a chunk's end (a longer one is not an escape we know)."""
-
-
-class EscapeStripper:
-    """Removes ANSI escapes (a job's colours: Ray's "\\x1b[36m(pid=12)\\x1b[0m" prefixes) from a byte
-    stream that arrives in chunks, an escape cut between two chunks included."""
-
-    def __init__(self) -> None:
-        self._held = b""
-
-    def feed(self, chunk: bytes) -> bytes:
-        data, self._held = self._held + chunk, b""
-        # An escape not finished yet (ESC alone, "ESC [ 3", an OSC's text without its terminator) waits
-        # for the next chunk.
-        unfinished = []
-        last = data.rfind(b"\x1b")
-        if last != -1 and _ANSI_BYTES.match(data, last) is None:
-            unfinished.append(last)
-        osc = data.rfind(b"\x1b]")
-        if osc != -1 and _OSC_BYTES.match(data, osc) is None:
-            unfinished.append(osc)
-        if unfinished and len(data) - min(unfinished) < _HOLD_MAX:
-            data, self._held = data[: min(unfinished)], data[min(unfinished) :]
-        return _ANSI_BYTES.sub(b"", data) if b"\x1b" in data else data
-
-    def end(self) -> bytes:
-        """What was held back at the end of the stream: an escape never finished, kept as text."""
-        held, self._held = self._held, b""
-        return _ANSI_BYTES.sub(b"", held).replace(b"\x1b", b"")
-
-
 def classify(plain: str) -> Level:
     """The level of one line of text (ANSI escapes already removed)."""
     if _ERROR_HINT.search(plain) and _ERROR.search(plain):
