@@ -57,19 +57,23 @@ def parse_target(raw: str) -> Target:
         job = text[6:].strip()
         if not job or any(c.isspace() or c in "/\\'\"" for c in job):
             raise TargetError(
-                f"{text!r} is not a Slurm TARGET: use slurm:JOBID (e.g. slurm:123456) or slurm:JOBNAME."
+                f"{shown_target(text)} is not a Slurm TARGET: use slurm:JOBID (e.g. slurm:123456) or "
+                "slurm:JOBNAME."
             )
         return Target(kind="slurm", raw=text, slurm_job=job)
     if "://" in text:
         parts = urlsplit(text)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise TargetError(
-                f"{text!r} is not a dashboard address: use http://HOST:PORT (for example http://127.0.0.1:8265)."
+                f"{shown_target(text)} is not a dashboard address: use http://HOST:PORT (for example http://127.0.0.1:8265)."
             )
         try:
             parts.port  # noqa: B018 - raises ValueError on a bad port
         except ValueError:
-            raise TargetError(f"{text!r} has a bad port: use http://HOST:PORT.") from None
+            raise TargetError(f"{shown_target(text)} has a bad port: use http://HOST:PORT.") from None
+        problem = host_name_problem(parts.hostname)
+        if problem:
+            raise TargetError(f"{shown_target(text)} is not a dashboard address: {problem}.")
         return Target(kind="http", raw=text, url=f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}")
     if text.startswith("ssh:"):
         text = text[4:].lstrip("/")
@@ -77,10 +81,25 @@ def parse_target(raw: str) -> Target:
         user, host, port = parse_destination(text)
     except ValueError as exc:
         raise TargetError(
-            f"{raw!r} is not a TARGET ({exc}): use `local`, http://HOST:PORT, "
+            f"{shown_target(raw)} is not a TARGET ({exc}): use `local`, http://HOST:PORT, "
             "or an SSH destination (alias, user@host, host:port)."
         ) from None
     return Target(kind="ssh", raw=raw, host=host, user=user, port=port)
+
+
+def host_name_problem(host: str) -> str:
+    """Why HOST cannot be looked up as a host name (a part between dots longer than 63 characters, or
+    one that IDNA cannot spell), or "" when it can."""
+    try:
+        host.encode("idna")
+    except UnicodeError:
+        return "the host name is not one (each part between dots is 1 to 63 characters)"
+    return ""
+
+
+def shown_target(text: str) -> str:
+    """TEXT quoted for a message, its middle left out when long (a TARGET can be any length)."""
+    return repr(text) if len(text) <= 80 else repr(f"{text[:40]}…{text[-20:]}")
 
 
 def parse_destination(text: str) -> tuple[str | None, str, int | None]:

@@ -28,11 +28,25 @@ def test_ssh_destinations(raw: str, user: str | None, host: str, port: int | Non
     assert (target.kind, target.user, target.host, target.port) == ("ssh", user, host, port)
 
 
-@pytest.mark.parametrize("raw", ["", "ftp://x", "http://", "a b", "host:99999", "http://h:notaport"])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "",
+        "ftp://x",
+        "http://",
+        "a b",
+        "host:99999",
+        "http://h:notaport",
+        "http://a..b:8265",  # an empty part between dots
+        f"http://{'h' * 5000}:80",  # a part over 63 characters: no name lookup can take it
+        f"{'h' * 5000} x",
+    ],
+)
 def test_bad_targets_are_one_sentence(raw: str) -> None:
     with pytest.raises(TargetError) as info:
         parse_target(raw)
     assert "\n" not in str(info.value)
+    assert len(str(info.value)) < 300  # a 5,000-character TARGET is quoted with its middle left out
 
 
 @pytest.mark.parametrize(

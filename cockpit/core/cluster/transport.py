@@ -28,6 +28,7 @@ from cockpit.core.cluster.errors import (
     http_error,
 )
 from cockpit.core.cluster.json_items import NotJson, Streamed
+from cockpit.core.targets import shown_target
 
 BIG_ANSWER = 1 << 20
 """Bytes from which an answer is decoded and read on a thread: `/nodes?view=summary` is about 8.4 KB a
@@ -226,6 +227,12 @@ class DashboardTransport:
             raise DashboardUnreachable(
                 f"the Ray dashboard at {self.display_url} did not answer {path} within "
                 f"{waited:.0f} s; the head may be overloaded."
+            ) from None
+        except UnicodeError:  # the name lookup's IDNA encoding: a part between dots over 63 characters
+            raise DashboardUnreachable(
+                f"cannot reach the Ray dashboard at {shown_target(self.display_url)}: its host name is not "
+                "one (each part between dots is 1 to 63 characters).",
+                permanent=True,
             ) from None
         except (aiohttp.ClientError, OSError) as exc:
             # Connection refused or reset, a stream cut mid-answer (ClientPayloadError), or something

@@ -32,7 +32,7 @@ from cockpit.core.ssh.config import Hop, config_files, encrypted_identity, hop_c
 from cockpit.core.ssh.errors import AuthenticationFailed, PassphraseNeeded, SshError
 from cockpit.core.ssh.hop import HostKeyClient, plan_hop
 from cockpit.core.ssh.host_keys import record_host_key, refusal
-from cockpit.core.targets import Target
+from cockpit.core.targets import Target, host_name_problem, shown_target
 
 BACKOFF_SECONDS = (0.5, 1.0, 2.0, 4.0)
 """Waits between reconnection attempts; capped at 4 s so the tunnel is back within seconds of the head."""
@@ -198,6 +198,12 @@ class SshLink:
             raise error from None
         except asyncio.TimeoutError:
             raise SshError(f"cannot connect to {label}: no answer within 15 s") from None
+        except UnicodeError:  # the name lookup's IDNA encoding: a part between dots over 63 characters
+            raise SshError(
+                f"cannot connect to {shown_target(label)}: "
+                f"{host_name_problem(hop.host) or 'not a host name'}.",
+                permanent=True,
+            ) from None
         except (OSError, asyncssh.Error) as exc:
             reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
             raise SshError(f"cannot connect to {label}: {reason}") from None
