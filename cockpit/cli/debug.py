@@ -140,7 +140,7 @@ def print_sessions(workers: list[PausedWorker], total: int, as_json: bool) -> No
             number = workers.index(worker) + 1
             print(
                 f"  {number:>3}  {clean(worker.label())[:60]}  job {clean(worker.job_id)}  "
-                f"node {clean(worker.ip)}  worker {worker.worker_id[:12]}{mode}"
+                f"node {clean(worker.ip)}  worker {clean(worker.worker_id[:12])}{mode}"
             )
             if worker.note:
                 print(f"       {clean(worker.note)[:200]}")

@@ -315,6 +315,24 @@ async def test_hostile_cluster_text_on_the_logs_screen_and_its_pickers() -> None
             await pilot.pause()
 
 
+async def test_a_picker_shows_each_item_on_one_line() -> None:
+    """A picker's item is the cluster's text (an IP, a file name), any length: one of 10,000 characters
+    wrapped into about 125 rows and pushed the others out of sight; each is one line, cut with "…"."""
+    from rich.text import Text
+    from textual.widgets import OptionList
+
+    state = hostile_state()
+    app = CockpitApp(state.target, state=state, offline=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        items = [("long", Text("10.0.0." + "9" * 10_000)), ("short", Text("10.0.0.2"))]
+        app.push_screen(PickScreen("Which node?", items))
+        await pilot.pause()
+        options = app.screen.query_one("#pick-list", OptionList)
+        assert options.option_count == 2
+        assert options.virtual_size.height == 2
+        assert "10.0.0.2" in shown_text(app) and "…" in shown_text(app)
+
+
 async def test_launcher_shows_profiles_and_checks_as_text(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

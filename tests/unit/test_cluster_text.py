@@ -93,6 +93,28 @@ def test_jobs_strip_text_is_plain(jobs: list[JobRow], limit: int) -> None:
     assert controls(rendered(text)) == []
 
 
+def test_a_long_name_is_cut_so_the_columns_after_it_stay_in_sight() -> None:
+    """A column is as wide as its widest cell: one 10,000-character host name pushed IP, State, CPU and the
+    rest out of sight at every terminal size."""
+    long = "x" * 10_000
+    node = NodeSnapshot(
+        node_id="a" * 56,
+        ip=long,
+        hostname=long,
+        is_head=False,
+        state=long,
+        state_message=long,
+        start_time=T0 - 60,
+        end_time=T0,
+        logical_cpus=8.0,
+        logical_gpus=0.0,
+    )
+    cells = node_cells(node, T0)
+    widths = {key: cells[key].cell_len for key in ("host", "ip", "state", "reason")}
+    assert widths == {"host": 40, "ip": 39, "state": 24, "reason": 200}
+    assert all(cells[key].plain.endswith("…") for key in widths)
+
+
 @EXAMPLES
 @given(hostile_cluster())
 def test_node_cells_and_gpu_details_are_plain(

@@ -16,14 +16,15 @@ from cockpit.ui.widgets.safe_text import plain
 
 
 class PickScreen(ModalScreen[str | None]):
-    """Returns the id of the chosen item, or None."""
+    """Returns the id of the chosen item, or None. Each item is one line, cut with "…" (`text-wrap`): a
+    label is the cluster's text (an IP, a file name) and can be any length."""
 
     DEFAULT_CSS = """
     PickScreen { align: center middle; }
     PickScreen > Vertical {
         width: 90; max-width: 96%; height: 80%; border: round $primary; background: $surface; padding: 0 1;
     }
-    PickScreen OptionList { height: 1fr; }
+    PickScreen OptionList { height: 1fr; text-wrap: nowrap; text-overflow: ellipsis; }
     """
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="pick.cancel")]
 

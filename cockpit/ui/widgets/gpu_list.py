@@ -21,6 +21,7 @@ from textual.strip import Strip
 from cockpit.core.gpu.board import ActorRef, GpuFleet, GpuRow, SortKey, is_stale
 from cockpit.core.gpu.history import UtilHistory
 from cockpit.core.snapshots import NA, NodeSnapshot
+from cockpit.core.text import cut
 from cockpit.ui.widgets import gpu_cells as cells
 from cockpit.ui.widgets.line_view import LineView
 from cockpit.ui.widgets.safe_text import clean
@@ -246,8 +247,10 @@ class GpuList(LineView, can_focus=True):
     def _node_segments(self, node: NodeSnapshot, summary: str) -> list[Segment]:
         base = self._style("node" if node.alive else "dead")
         head = " ★ head" if node.is_head else ""
-        parts = [f"▾ {node.hostname or '?'} · {node.ip}{head} · {node.node_id[:8]}"]
-        parts.append(f"DEAD: {node.state_message or 'no reason given'}" if not node.alive else summary)
+        # The cluster's names cut, so that what follows them (DEAD: and why) stays in sight.
+        parts = [f"▾ {cut(node.hostname or '?', 40)} · {cut(node.ip, 39)}{head} · {cut(node.node_id, 8)}"]
+        why = cut(node.state_message, 200) or "no reason given"
+        parts.append(f"DEAD: {why}" if not node.alive else summary)
         return [Segment(clean(" · ".join(parts)), base)]
 
     def _gpu_segments(self, row: GpuRow, cols: _Columns, width: int) -> list[Segment]:

@@ -15,6 +15,7 @@ from rich.text import Text
 
 from cockpit.core.memory.watch import NodeMemory
 from cockpit.core.snapshots import NA, NodeSnapshot
+from cockpit.core.text import cut
 from cockpit.core.units import ago, duration, human_bytes, percent
 from cockpit.ui.widgets.keyed_table import KeyedTable
 from cockpit.ui.widgets.safe_text import plain
@@ -32,6 +33,11 @@ COLUMNS = (
     ("reason", "Death reason"),
 )
 
+
+HOST_CHARS, IP_CHARS, STATE_CHARS, REASON_CHARS = 40, 39, 24, 200
+"""The most of a host name, an IP (an IPv6 address is at most 39), a state and a death reason a cell
+shows, cut with "…": the cluster's text can be any length, and a column is as wide as its widest cell
+(one 10,000-character host name pushed every other column out of sight)."""
 
 TREND_SHOWN = 64 * 2**20
 """A node's memory trend is shown from this many bytes a minute (either way)."""
@@ -57,7 +63,7 @@ def node_cells(
     the ids, names, states and death causes came from the cluster. SILENT_FOR: seconds the node, still
     ALIVE to Ray, has sent nothing new (`ClusterSnapshot.silent`): it is not answering. MEMORY: its
     memory against Ray's kill threshold, with its trend (`MemoryWatch`), where known."""
-    state = plain(node.state, "bold green" if node.alive else "bold red")
+    state = plain(cut(node.state, STATE_CHARS), "bold green" if node.alive else "bold red")
     if node.alive and silent_for is not None:
         state = plain(f"not answering ({duration(silent_for)})", "bold yellow")
     gpus = f"{node.logical_gpus:g}"
@@ -72,15 +78,15 @@ def node_cells(
     )
     return {
         "node": plain(f"{node.node_id[:8]}{' ★' if node.is_head else ''}"),
-        "host": plain(node.hostname),
-        "ip": plain(node.ip),
+        "host": plain(cut(node.hostname, HOST_CHARS)),
+        "ip": plain(cut(node.ip, IP_CHARS)),
         "state": state,
         "cpu": Text(percent(node.cpu_percent) if node.alive else "-"),
         "mem": memory_cell(node, memory) if node.alive else Text("-"),
         "gpus": Text(gpus),
         "store": Text(store if node.alive else "-"),
         "joined": Text(joined(node, now)),
-        "reason": plain(node.state_message, "red") if not node.alive else Text(),
+        "reason": plain(cut(node.state_message, REASON_CHARS), "red") if not node.alive else Text(),
     }
 
 
