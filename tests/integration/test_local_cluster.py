@@ -275,3 +275,48 @@ async def test_the_port_check_scans_proc_off_the_event_loop(
         async with open_connection(parse_target("local")):
             pass
     assert on_loop == []
+
+
+def _roots() -> set[str]:
+    return {p.name for p in Path(ownership.ROOT_PARENT).glob(f"{ownership.root_prefix()}*")}
+
+
+def test_an_interrupted_start_leaves_no_process_and_no_directory(tmp_path: Path) -> None:
+    """Ctrl+C (or SIGTERM, which the command line turns into the same) while the nodes join: every
+    process stopped, nothing recorded, and the cluster's directory in /tmp removed. It was kept, logs and
+    stale sockets, for no error to name, and `cockpit local down` could no longer find it."""
+    before = _roots()
+    seen: list[processes.LocalCluster] = []
+
+    def say(message: str) -> None:
+        if message.startswith("joining"):  # the head is up, the second node started
+            cluster = record.load(tmp_path)
+            assert cluster is not None
+            seen.append(cluster)
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        processes.up(2, 0, cpus_per_node=1, directory=tmp_path, progress=say)
+    (cluster,) = seen
+    assert cluster_processes(cluster) == []
+    assert record.load(tmp_path) is None
+    assert not Path(cluster.root).exists() and _roots() == before
+
+
+def test_a_start_stopped_before_any_node_leaves_no_directory(tmp_path: Path) -> None:
+    """Interrupted before Ray was started, or refused at once (a state directory open to others): the
+    directory `up` had made for the cluster is not left behind, empty, in /tmp."""
+    before = _roots()
+
+    def say(message: str) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        processes.up(1, 0, directory=tmp_path, progress=say)
+    assert _roots() == before and record.load(tmp_path) is None
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    shared.chmod(0o755)
+    with pytest.raises(LocalClusterError, match="open to others"):
+        processes.up(1, 0, directory=shared)
+    assert _roots() == before

@@ -188,6 +188,31 @@ def up(
     if existing is not None:
         down(directory=directory)
     root = ownership.make_root()
+    try:
+        return _start(root, nodes, gpus_per_node, cpus_per_node, token, auth, directory, say, timeout)
+    except BaseException as exc:
+        # A failure keeps the logs: its message names the one to read. Anything else (Ctrl+C, SIGTERM, a
+        # bug) keeps nothing, the directory included, whether or not the cluster was recorded yet; nor
+        # does a failure before anything was written (the state directory refused).
+        failed = isinstance(exc, LocalClusterError)
+        down(directory=directory, keep_logs=failed)
+        if ownership.is_our_root(str(root)) and (not failed or not any(root.iterdir())):
+            shutil.rmtree(root, ignore_errors=True)
+        raise
+
+
+def _start(
+    root: Path,
+    nodes: int,
+    gpus_per_node: int,
+    cpus_per_node: int,
+    token: str | None,
+    auth: bool,
+    directory: Path | None,
+    say: Progress,
+    timeout: float,
+) -> LocalCluster:
+    """`up`'s work in ROOT: the token saved, each node started and recorded, all waited for ALIVE."""
     if auth and token is None:
         token = secrets.token_urlsafe(32)
     save_token(token, directory)
@@ -209,28 +234,23 @@ def up(
                 num_cpus=cpus_per_node,
             )
         )
-    try:
-        started = time.monotonic()
-        say(f"starting head node (dashboard http://127.0.0.1:{cluster.dashboard_port}) ...")
-        head = cluster.nodes[0]
-        proc = _ray_start(cluster, head, token)
+    started = time.monotonic()
+    say(f"starting head node (dashboard http://127.0.0.1:{cluster.dashboard_port}) ...")
+    head = cluster.nodes[0]
+    proc = _ray_start(cluster, head, token)
+    save(cluster, directory)
+    _wait_started(proc, head, timeout)
+    cluster.head_ip = _wait_for_dashboard(cluster, token, started + timeout)
+    save(cluster, directory)
+    procs = []
+    for node in cluster.nodes[1:]:
+        procs.append((_ray_start(cluster, node, token), node))
         save(cluster, directory)
-        _wait_started(proc, head, timeout)
-        cluster.head_ip = _wait_for_dashboard(cluster, token, started + timeout)
-        save(cluster, directory)
-        procs = []
-        for node in cluster.nodes[1:]:
-            procs.append((_ray_start(cluster, node, token), node))
-            save(cluster, directory)
-        if procs:
-            say(f"joining {len(procs)} more node(s) ...")
-        for proc, node in procs:
-            _wait_started(proc, node, max(5.0, started + timeout - time.monotonic()))
-        _wait_for_nodes(cluster, nodes, token, started + timeout, say)
-    except BaseException:
-        # Keep the logs: the error names the one to read.
-        down(directory=directory, keep_logs=True)
-        raise
+    if procs:
+        say(f"joining {len(procs)} more node(s) ...")
+    for proc, node in procs:
+        _wait_started(proc, node, max(5.0, started + timeout - time.monotonic()))
+    _wait_for_nodes(cluster, nodes, token, started + timeout, say)
     say(f"{nodes} node(s) up in {time.monotonic() - started:.1f} s")
     return cluster
 
