@@ -11,11 +11,22 @@ takes both badly:
 
 Here a write to a terminal that is gone is dropped instead (`_TerminalFile`), and SIGCONT resumes only an
 app that the driver itself suspended (Ctrl+Z). The app then ends the way `q` ends it.
+
+The SIGHUP itself goes to the terminal's controlling process (the shell, or the cockpit when it is
+one). A session leader that catches it and waits for its child (a wrapper script with a `trap`, some
+batch and container launchers) passes nothing on: the cockpit went on running, its cluster with it,
+and Textual's input thread, reading end-of-file from the hung-up terminal in a loop, took a whole core.
+So the driver watches the terminal for the hangup itself (`poll` reports POLLHUP whatever is asked, and
+nothing else is asked: keys do not wake it) and sends the process the SIGHUP nobody else did.
 """
 
 from __future__ import annotations
 
 import errno
+import os
+import select
+import signal
+import threading
 from typing import IO, Any
 
 from textual.drivers.linux_driver import LinuxDriver
@@ -62,6 +73,42 @@ class TerminalDriver(LinuxDriver):
             self._file = _TerminalFile(self._file)  # type: ignore[assignment]
         self._suspended_itself = False
         """The driver stopped the process on SIGTSTP (Ctrl+Z) and resumes it on the next SIGCONT."""
+        self._hangup_watch: int | None = None
+        """The write end of the pipe that ends the hangup watch (`_watch_for_hangup`), while it runs."""
+
+    def start_application_mode(self) -> None:
+        super().start_application_mode()  # type: ignore[no-untyped-call]
+        self._watch_for_hangup()
+
+    def stop_application_mode(self) -> None:
+        self._end_hangup_watch()
+        super().stop_application_mode()
+
+    def _watch_for_hangup(self) -> None:
+        """Until application mode ends: when the terminal hangs up, SIGHUP to this process (once)."""
+        if self._hangup_watch is not None or not os.isatty(self.fileno):
+            return
+        wake, self._hangup_watch = os.pipe()
+        terminal = self.fileno
+
+        def watch() -> None:
+            poller = select.poll()
+            poller.register(terminal, 0)  # POLLHUP, POLLERR and POLLNVAL come whatever is asked
+            poller.register(wake, select.POLLIN)
+            try:
+                events = dict(poller.poll())
+            finally:
+                os.close(wake)
+            if events.get(terminal, 0) & select.POLLHUP:
+                os.kill(os.getpid(), signal.SIGHUP)
+
+        threading.Thread(target=watch, name="cockpit-hangup-watch", daemon=True).start()
+
+    def _end_hangup_watch(self) -> None:
+        if self._hangup_watch is not None:
+            os.write(self._hangup_watch, b"x")
+            os.close(self._hangup_watch)
+            self._hangup_watch = None
 
     def _sigtstp_application(self, *args: Any) -> None:
         self._suspended_itself = self._auto_restart

@@ -89,3 +89,55 @@ def test_an_exit_that_never_ends_still_ends_the_process(tmp_path: Path, sig: sig
         assert marker.read_text() == "stopped"
     finally:
         term.close()
+
+
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as fh:
+        return [int(child) for child in fh.read().split()]
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(") ", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+WRAPPER = (
+    "import signal, subprocess, sys; signal.signal(signal.SIGHUP, lambda *a: None); "
+    "sys.exit(subprocess.call(sys.argv[1:]))"
+)
+"""A session leader that catches the hangup and waits for its child, passing nothing on (a wrapper
+script's `trap`, some batch and container launchers)."""
+
+
+def test_a_hangup_the_session_leader_keeps_to_itself_still_ends_the_app(tmp_path: Path) -> None:
+    """The kernel tells a hangup to the terminal's controlling process only. Under one that keeps it, the
+    app ran on after its terminal closed (its cluster with it, its input thread reading end-of-file in a
+    loop on a whole core); the driver now sees the hangup itself and ends the app as SIGHUP does (here an
+    exit that never ends: the forced exit writes MARKER)."""
+    marker = tmp_path / "stopped"
+    term = Terminal(f"cockpit-hangup-kept-{os.getpid()}", 100, 30)
+    app: list[int] = []
+    try:
+        python = shlex.quote(sys.executable)
+        term.type(
+            f"cd {shlex.quote(str(REPO))} && exec {python} -c {shlex.quote(WRAPPER)} {python} -m "
+            f"tests.harness.stuck_exit {shlex.quote(str(marker))}",
+            "Enter",
+        )
+        term.wait_for(lambda s: "127.0.0.1:1" in s, timeout=60)
+        app[:] = _children(term.shell_pid())  # the shell became the wrapper; the app is its child
+        assert len(app) == 1
+        term.close()  # the terminal hangs up under them
+        deadline = time.monotonic() + 60
+        while _running(app[0]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _running(app[0])
+        assert marker.read_text() == "stopped"
+    finally:
+        term.close()
+        for pid in app:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
