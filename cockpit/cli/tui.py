@@ -150,7 +150,7 @@ def demo(args: argparse.Namespace) -> int:
             say("stopping the local Ray cluster ...")
             with signals_ignored():
                 processes.down()
-    return EXIT_OK
+    return app.return_code or EXIT_OK  # 128 + the signal that ended it (SIGTERM, SIGHUP), as `connect`
 
 
 @contextlib.contextmanager
