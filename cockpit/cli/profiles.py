@@ -85,13 +85,17 @@ def check(args: argparse.Namespace) -> int:
             print(f"✘ {item}")
             bad += 1
             continue
-        failed = [c for c in preflight(item, (), None, at_submit=False) if c.blocking]
+        checks = preflight(item, (), None, at_submit=False)
+        failed = [c for c in checks if c.blocking]
         if failed:
             line = failed[0].line or profiles.line_of_text(item.path, failed[0].key)
             print(f"✘ {item.path}:{line}: {failed[0].name}: {failed[0].detail}")
             bad += 1
         else:
             print(f"✔ {item.name} ({item.path})")
+            # What would block a submit from this shell but not the profile itself (a secret not set).
+            for warning in (c for c in checks if c.status == "warn"):
+                print(f"  ⚠ {warning.name}: {warning.detail}")
     if bad:
         err(f"{bad} of {len(loaded)} profile(s) have problems")
     return EXIT_FAIL if bad else EXIT_OK

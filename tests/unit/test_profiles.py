@@ -243,3 +243,28 @@ def test_profiles_check_names_file_line_and_fix(tmp_path: Path, text: str, where
     assert result.returncode == 1
     (line,) = result.stdout.splitlines()
     assert line.startswith(f"✘ {path}{where}: ") and fragment in line, line
+
+
+def test_profiles_check_warns_of_a_secret_this_shell_lacks(tmp_path: Path) -> None:
+    """Not the profile's fault (it passes), but a submit from this shell would be refused: said, by name,
+    never with a value."""
+    import os
+    import subprocess
+
+    path = write(
+        tmp_path,
+        'name: secret-test\nentrypoint: "python3 train.py"\n'
+        'runtime_env:\n  env_vars:\n    WANDB_API_KEY: "${env:COCKPIT_TEST_UNSET_SECRET}"\n',
+    )
+    env = {k: v for k, v in os.environ.items() if k != "COCKPIT_TEST_UNSET_SECRET"}
+    command = [sys.executable, "-m", "cockpit.cli", "profiles", "check", str(path)]
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"✔ secret-test ({path})",
+        "  ⚠ secrets: not set in this shell: COCKPIT_TEST_UNSET_SECRET (export them)",
+    ]
+    env["COCKPIT_TEST_UNSET_SECRET"] = "s3cr3t-value"
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
+    assert result.stdout.splitlines() == [f"✔ secret-test ({path})"]
+    assert "s3cr3t-value" not in result.stdout + result.stderr
