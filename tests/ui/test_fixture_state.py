@@ -315,6 +315,35 @@ async def test_hostile_cluster_text_on_the_logs_screen_and_its_pickers() -> None
             await pilot.pause()
 
 
+async def test_the_logs_screen_saves_new_files_and_says_when_it_cannot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`s` writes a new file each time (two within a second included: nothing written over), only its
+    owner can read; where it cannot write (a read-only directory), it says so instead of ending the app."""
+    state = hostile_state()
+    app = CockpitApp(state.target, state=state, offline=True)
+    monkeypatch.chdir(tmp_path)
+    async with app.run_test(size=(160, 50), notifications=True) as pilot:
+        await pilot.press("5")
+        logs = app.screen
+        assert isinstance(logs, LogsScreen)
+        logs.view.append("driver", "step 1\nstep 2\n")
+        await pilot.press("s", "s")
+        await pilot.pause()
+        saved = sorted(tmp_path.glob("cockpit-*.log"))
+        assert len(saved) == 2
+        assert all(path.read_text().endswith("step 2\n") for path in saved)
+        assert all(path.stat().st_mode & 0o777 == 0o600 for path in saved)
+        gone = tmp_path / "gone"  # the directory it was started in, removed since (root writes anywhere)
+        gone.mkdir()
+        monkeypatch.chdir(gone)
+        gone.rmdir()
+        await pilot.press("s")
+        await pilot.pause()
+        assert app.is_running and not gone.exists()
+        assert any("not saved" in str(n.message) for n in app._notifications)
+
+
 async def test_a_picker_shows_each_item_on_one_line() -> None:
     """A picker's item is the cluster's text (an IP, a file name), any length: one of 10,000 characters
     wrapped into about 125 rows and pushed the others out of sight; each is one line, cut with "…"."""

@@ -310,8 +310,13 @@ async def test_save_writes_the_filtered_lines(tmp_path: Path) -> None:
         path = tmp_path / "filtered.log"
         assert view.save(path) == 2
         assert path.read_text() == "keep one\nkeep two\n"
+        # Only its owner reads it (a log may hold a secret a script printed), and nothing is written over.
+        assert path.stat().st_mode & 0o777 == 0o600
         view.set_filter(None)
-        assert view.save(path) == 3
+        with pytest.raises(FileExistsError):
+            view.save(path)
+        assert path.read_text() == "keep one\nkeep two\n"
+        assert view.save(tmp_path / "all.log") == 3
 
 
 async def test_eviction_keeps_the_view_in_step() -> None:

@@ -9,6 +9,7 @@ they stopped when it is shown again. At most `MAX_STREAMS` sources at once.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import time
@@ -475,6 +476,16 @@ class LogsScreen(CockpitScreen):
 
     def action_save(self) -> None:
         label = "-".join(re.sub(r"[^\w.-]+", "_", s.label) for s in self.sources) or "log"
-        path = Path.cwd() / f"cockpit-{label[:80]}-{time.strftime('%Y%m%d-%H%M%S')}.log"
-        count = self.view.save(path)
-        self.notify(clean(f"saved {count} lines to {path}"), markup=False)
+        stem = f"cockpit-{label[:80]}-{time.strftime('%Y%m%d-%H%M%S')}"
+        path = Path(f"{stem}.log")
+        try:
+            folder = Path.cwd()  # gone when the directory the cockpit started in was removed
+            for number in range(1, 100):  # a second save within the second is a new file, not written over
+                path = folder / (f"{stem}.log" if number == 1 else f"{stem}-{number}.log")
+                with contextlib.suppress(FileExistsError):
+                    count = self.view.save(path)
+                    self.notify(clean(f"saved {count} lines to {path}"), markup=False)
+                    return
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            self.notify(clean(f"not saved: {path}: {why}"), severity="error", markup=False)

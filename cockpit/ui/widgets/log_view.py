@@ -365,11 +365,17 @@ class LogView(ScrollView, can_focus=True):
     # -- saving ---------------------------------------------------------------------------------------
 
     def save(self, path: str | os.PathLike[str]) -> int:
-        """Write the lines in view (the filter applied) to PATH as plain text, with their source tag when
-        the view shows one; returns the number of lines written."""
+        """Write the lines in view (the filter applied) to PATH, a new file only its owner can read (a log
+        may hold what a careless script printed of its secrets; the login node is shared), as plain text,
+        with their source tag when the view shows one; returns the number of lines written.
+
+        Raises:
+            FileExistsError: PATH is there already (it is never written over); OSError: it cannot be made.
+        """
         tagged = self.rows.tag_width > 0
         count = 0
-        with open(path, "w", encoding="utf-8", errors="replace") as out:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with open(fd, "w", encoding="utf-8", errors="replace") as out:
             for line in self.rows.lines():
                 plain = strip_ansi(line.text)
                 out.write(f"[{line.source}] {plain}\n" if tagged else f"{plain}\n")
