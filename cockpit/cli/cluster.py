@@ -18,6 +18,7 @@ from cockpit.cli.common import (
     add_connect_options,
     connect_options,
     err,
+    whole,
 )
 
 if TYPE_CHECKING:
@@ -32,9 +33,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p = sub.add_parser("local", help="a real multi-node Ray cluster on this machine")
     local = p.add_subparsers(dest="local_command", metavar="ACTION", required=True)
     p = local.add_parser("up", help="start the cluster")
-    p.add_argument("--nodes", type=int, default=3)
-    p.add_argument("--gpus-per-node", type=int, default=2, help="logical GPUs per node")
-    p.add_argument("--cpus-per-node", type=int, default=2, help="logical CPUs per node")
+    p.add_argument("--nodes", type=whole(1), default=3)
+    p.add_argument("--gpus-per-node", type=whole(0), default=2, help="logical GPUs per node")
+    p.add_argument("--cpus-per-node", type=whole(1), default=2, help="logical CPUs per node")
     p.add_argument(
         "--no-auth",
         action="store_true",
@@ -51,7 +52,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
     p = sub.add_parser("wait", help="wait until the cluster has N nodes (and G GPUs)")
     add_connect_options(p)
-    p.add_argument("--nodes", type=int, metavar="N", help="nodes to wait for (slurm: the allocation's)")
+    p.add_argument("--nodes", type=whole(1), metavar="N", help="nodes to wait for (slurm: the allocation's)")
     p.add_argument("--gpus", type=float, metavar="G", help="GPUs to wait for (slurm: the allocation's)")
     p.add_argument(
         "--timeout", type=float, default=600.0, metavar="S", help="seconds (default 600); exit 3 after"

@@ -16,6 +16,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from cockpit.core.config.settings import Config
     from cockpit.core.connect.connection import ConnectOptions
     from cockpit.core.jobs.preflight import Check
@@ -68,6 +70,27 @@ def colour_wanted(choice: str = "auto") -> bool:
     return not os.environ.get("NO_COLOR") and sys.stdout.isatty()
 
 
+def whole(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number from LOW (up to HIGH), else argparse's one-line error and exit 2
+    (`--expect-nodes -3` was taken, and join progress waited for -3 nodes)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < low or (high is not None and value > high):
+            wanted = f"from {low} to {high}" if high is not None else f"{low} or more"
+            raise argparse.ArgumentTypeError(f"{value} is not {wanted}")
+        return value
+
+    parse.__name__ = "whole number"  # what argparse names in its own errors
+    return parse
+
+
+PORT = whole(1, 65535)
+
+
 def add_connect_options(parser: argparse.ArgumentParser, target_optional: bool = False) -> None:
     """TARGET and the options every TARGET-taking command shares. `target_optional`: TARGET may be left
     out (the config's `target` is used)."""
@@ -87,7 +110,7 @@ def add_connection_flags(parser: argparse.ArgumentParser, expose: bool = True) -
     parser.add_argument("--ssh-config", metavar="FILE", help="OpenSSH client config (like ssh -F; or config)")
     parser.add_argument(
         "--dashboard-port",
-        type=int,
+        type=PORT,
         help="dashboard port on the head (default 8265, or `dashboard_port` in config)",
     )
     parser.add_argument(
@@ -103,7 +126,7 @@ def add_connection_flags(parser: argparse.ArgumentParser, expose: bool = True) -
         return
     parser.add_argument(
         "--expose-port",
-        type=int,
+        type=whole(0, 65535),
         metavar="PORT",
         help="also forward the dashboard to 127.0.0.1:PORT (0 picks one); anyone on this machine can use it",
     )

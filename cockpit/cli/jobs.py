@@ -20,6 +20,7 @@ from cockpit.cli.common import (
     err,
     print_checklist,
     user_config,
+    whole,
 )
 from cockpit.core.cluster.selectors import ACTOR_SELECTOR, NODE_SELECTOR
 from cockpit.core.text import clean
@@ -54,11 +55,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--follow", action="store_true", help="print the driver log until the job ends")
     p.add_argument("--force", action="store_true", help="submit even when a pre-flight check fails")
     p.add_argument(
-        "--nodes", type=int, metavar="N", help="run on N nodes (default: the profile's cluster.nodes)"
+        "--nodes", type=whole(1), metavar="N", help="run on N nodes (default: the profile's cluster.nodes)"
     )
     p.add_argument(
         "--gpus-per-node",
-        type=int,
+        type=whole(0),
         metavar="G",
         help="GPUs per node (default: the profile's cluster.gpus_per_node)",
     )

@@ -14,6 +14,7 @@ from cockpit.cli.common import (
     print_checklist,
     say,
     user_config,
+    whole,
 )
 
 
@@ -28,10 +29,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument(
         "overrides", nargs="*", metavar="KEY=VALUE", help="extra overrides appended to the entrypoint"
     )
-    p.add_argument("--nodes", type=int, metavar="N", help="nodes (default: the profile's cluster.nodes)")
+    p.add_argument("--nodes", type=whole(1), metavar="N", help="nodes (default: the profile's cluster.nodes)")
     p.add_argument(
         "--gpus-per-node",
-        type=int,
+        type=whole(0),
         metavar="G",
         help="GPUs per node (default: the profile's cluster.gpus_per_node)",
     )

@@ -18,6 +18,7 @@ from cockpit.cli.common import (
     err,
     say,
     user_config,
+    whole,
 )
 
 if TYPE_CHECKING:
@@ -28,16 +29,16 @@ if TYPE_CHECKING:
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("connect", help="open the cockpit on a cluster")
     add_connect_options(p, target_optional=True)
-    p.add_argument("--expect-nodes", type=int, metavar="N", help="nodes the job needs (join progress)")
-    p.add_argument("--expect-gpus", type=int, metavar="G", help="GPUs the job needs (join progress)")
+    p.add_argument("--expect-nodes", type=whole(1), metavar="N", help="nodes the job needs (join progress)")
+    p.add_argument("--expect-gpus", type=whole(0), metavar="G", help="GPUs the job needs (join progress)")
     p.add_argument(
         "--layout", metavar="NAME", help="layout of the cockpit screen (key 0): layouts/NAME.yaml (or config)"
     )
     p.set_defaults(handler=connect)
 
     p = sub.add_parser("demo", help="start a local 3-node cluster, run the demo job, open the cockpit")
-    p.add_argument("--nodes", type=int, default=3)
-    p.add_argument("--gpus-per-node", type=int, default=2)
+    p.add_argument("--nodes", type=whole(1), default=3)
+    p.add_argument("--gpus-per-node", type=whole(0), default=2)
     p.add_argument("--profile", default="demo", help="profile to submit (demo, demo-crash, demo-hang)")
     p.add_argument("--keep", action="store_true", help="leave the cluster running on exit")
     p.set_defaults(handler=demo)

@@ -88,10 +88,15 @@ def test_kill_node_requires_a_cluster(tmp_path: Path) -> None:
 
 
 def test_bad_shape_is_one_sentence(tmp_path: Path) -> None:
+    """Refused by the command line (exit 2, argparse's usage and one error line), before anything starts;
+    `processes.up` itself refuses the same for callers that are not the command line."""
     env = {**os.environ, "COCKPIT_STATE_DIR": str(tmp_path)}
     result = cockpit("local", "up", "--nodes", "1", "--cpus-per-node", "0", env=env)
-    assert result.returncode == 1
-    assert result.stderr == "cockpit: --gpus-per-node must be 0 or more and --cpus-per-node 1 or more.\n"
+    assert result.returncode == 2
+    error = "cockpit local up: error: argument --cpus-per-node: 0 is not 1 or more"
+    assert result.stderr.splitlines()[-1] == error
+    with pytest.raises(LocalClusterError, match="--cpus-per-node 1 or more"):
+        processes.up(1, 0, cpus_per_node=0, directory=tmp_path)
 
 
 def test_local_uses_its_own_token_whatever_ray_auth_token_says(ray_cluster: object) -> None:

@@ -67,3 +67,25 @@ def test_destinations_split_like_openssh(text: str, user: str | None, host: str,
 def test_malformed_destinations_are_refused(text: str) -> None:
     with pytest.raises(ValueError):
         parse_destination(text)
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (["connect", "local", "--expect-nodes", "-3"], "argument --expect-nodes: -3 is not 1 or more"),
+        (["connect", "local", "--expect-gpus", "x"], "argument --expect-gpus: 'x' is not a whole number"),
+        (
+            ["status", "local", "--dashboard-port", "99999"],
+            "argument --dashboard-port: 99999 is not from 1 to 65535",
+        ),
+        (["submit", "local", "demo", "--nodes", "0"], "argument --nodes: 0 is not 1 or more"),
+        (["demo", "--gpus-per-node", "-1"], "argument --gpus-per-node: -1 is not 0 or more"),
+    ],
+)
+def test_a_count_out_of_range_is_refused_before_anything_runs(argv: list[str], error: str) -> None:
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "cockpit.cli", *argv], capture_output=True, text=True)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.splitlines()[-1].endswith(f"error: {error}")
