@@ -65,12 +65,12 @@ def show_config(args: argparse.Namespace) -> int:
 def show_keys(args: argparse.Namespace) -> int:
     import cockpit.ui.app  # noqa: F401  # the app's own bindings (all_bindings imports every screen's)
     from cockpit.core.config.settings import load
-    from cockpit.ui.keymap import all_bindings, check_keys
+    from cockpit.ui.keymap import all_bindings, check_keys, usable_keys
 
     config = load()
     for problem in (*config.problems, *check_keys(config)):
         err(problem)
-    keys = config.keys
+    keys = usable_keys(config)  # what is in effect: an entry refused above is not
     say(f"{'id':<24} {'key':<14} {'default':<14} what")
     for binding_id, binding in sorted(all_bindings().items()):
         key = keys.get(binding_id, binding.key)

@@ -66,3 +66,39 @@ async def test_a_broken_config_is_one_line_each_and_the_rest_applies(tmp_path: P
         unknown = [m for m in messages if m.startswith(start)]
         assert len(unknown) == 1 and "\n" not in unknown[0]
         assert app.theme == "textual-light"  # the good line still counts
+
+
+async def test_a_key_another_binding_has_is_refused_unless_that_one_moves_too(tmp_path: Path) -> None:
+    """`app.help: 5` took 5 from the Logs screen without a word: refused in one line, 5 still goes to
+    Logs. Given with Logs moved away (`nav.logs: L`), both apply. A key a screen binds too applies, and is
+    told (the screen's binding wins there)."""
+    from cockpit.ui.keymap import check_keys, usable_keys
+    from cockpit.ui.screens.logs import LogsScreen
+
+    path = tmp_path / "config.yaml"
+    path.write_text('keys:\n  app.help: "5"\n')
+    config = load(path, env={})
+    (problem,) = check_keys(config)
+    assert problem == (
+        f"{path}:2: keys: app.help: '5' is already the key of nav.logs "
+        "(ignored; `cockpit config keys` lists them)"
+    )
+    assert usable_keys(config) == {}
+    state = fixture_state()
+    app = CockpitApp(state.target, state=state, offline=True, config=config)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("5")
+        assert isinstance(app.screen, LogsScreen)
+
+    path.write_text('keys:\n  app.help: "5"\n  nav.logs: L\n')
+    config = load(path, env={})
+    assert check_keys(config) == [] and usable_keys(config) == {"app.help": "5", "nav.logs": "L"}
+    path.write_text('keys:\n  nav.logs: "0"\n  app.help: "5"\n')  # nav.logs refused: 5 stays its key
+    config = load(path, env={})
+    assert [line.split(": ")[2] for line in check_keys(config)] == ["nav.logs", "app.help"]
+    assert usable_keys(config) == {}
+    path.write_text("keys:\n  nav.jobs: j\n")
+    config = load(path, env={})
+    (told,) = check_keys(config)
+    assert "'j' is also the key of" in told and "logs.job" in told
+    assert usable_keys(config) == {"nav.jobs": "j"}
