@@ -56,7 +56,7 @@ def preview_text(
     lines = [Text.assemble(plain(profile.name, "bold"), "  ", plain(profile.description)), Text()]
     lines += [Text("entrypoint", style="bold"), plain(request["entrypoint"])]
     if request.get("runtime_env"):
-        runtime_env = json.dumps(request["runtime_env"], indent=1)
+        runtime_env = json.dumps(request["runtime_env"], indent=1, ensure_ascii=False)  # "••" not "\\u2022"
         lines += [Text(), Text("runtime_env", style="bold"), *map(plain, runtime_env.splitlines())]
     lines += [Text(), Text("pre-flight", style="bold")]
     lines += [Text.assemble(MARKS[c.status], " ", plain(f"{c.name}: {c.detail}")) for c in checks]
