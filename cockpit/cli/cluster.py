@@ -125,8 +125,9 @@ def print_nodes(nodes: tuple[NodeSnapshot, ...]) -> None:
 
 def node_lines(nodes: tuple[NodeSnapshot, ...], now: float) -> list[str]:
     """`cockpit status`'s node table: a header, then a line a node, each of the cluster's strings cleaned
-    (one line, no escape, no control character) and cut to its column."""
-    from cockpit.core.text import cut
+    (one line, no escape, no control character) and cut to its column; a node id is its first 8
+    characters, without "…", as it is typed back (`cockpit logs --node`)."""
+    from cockpit.core.text import clean, cut
     from cockpit.core.units import ago, human_bytes, percent
 
     lines = [f"{'NODE':10} {'HOST':16} {'IP':15} {'STATE':6} {'CPU':>5} {'MEMORY':>21} {'GPUS':>4}  JOINED"]
@@ -135,7 +136,7 @@ def node_lines(nodes: tuple[NodeSnapshot, ...], now: float) -> list[str]:
         joined = ago(now - node.start_time) if node.start_time else "?"
         head = "*" if node.is_head else " "
         line = (
-            f"{cut(node.node_id, 8)}{head} {cut(node.hostname, 16):16} {cut(node.ip, 39):15} "
+            f"{clean(node.node_id)[:8]}{head} {cut(node.hostname, 16):16} {cut(node.ip, 39):15} "
             f"{cut(node.state, 10):6} {percent(node.cpu_percent):>5} {mem:>21} "
             f"{node.logical_gpus:>4g}  {joined}"
         )

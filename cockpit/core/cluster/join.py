@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cockpit.core.snapshots import NodeSnapshot
-from cockpit.core.text import cut
+from cockpit.core.text import clean, cut
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class JoinProgress:
     def death_lines(self) -> list[str]:
         """A line a dead node, its host, id and death reason (the cluster's text) cleaned and cut."""
         return [
-            f"{cut(n.hostname or n.ip, 64)} ({cut(n.node_id, 8)}) died: "
+            f"{cut(n.hostname or n.ip, 64)} ({clean(n.node_id)[:8]}) died: "
             f"{cut(n.state_message, 300) or 'no reason given'}"
             for n in self.dead
         ]

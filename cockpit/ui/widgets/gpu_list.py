@@ -248,7 +248,7 @@ class GpuList(LineView, can_focus=True):
         base = self._style("node" if node.alive else "dead")
         head = " ★ head" if node.is_head else ""
         # The cluster's names cut, so that what follows them (DEAD: and why) stays in sight.
-        parts = [f"▾ {cut(node.hostname or '?', 40)} · {cut(node.ip, 39)}{head} · {cut(node.node_id, 8)}"]
+        parts = [f"▾ {cut(node.hostname or '?', 40)} · {cut(node.ip, 39)}{head} · {clean(node.node_id)[:8]}"]
         why = cut(node.state_message, 200) or "no reason given"
         parts.append(f"DEAD: {why}" if not node.alive else summary)
         return [Segment(clean(" · ".join(parts)), base)]
