@@ -49,7 +49,11 @@ def clean(value: object) -> str:
     return CONTROLS.sub(REPLACEMENT, text)
 
 
+def shortened(text: str, width: int) -> str:
+    """TEXT, or its first WIDTH - 1 characters and "…" (WIDTH characters in all) when it is longer."""
+    return text if len(text) <= width else text[: max(1, width - 1)] + "…"
+
+
 def cut(value: object, width: int) -> str:
-    """VALUE `clean`ed and, when longer than WIDTH characters, cut to WIDTH with "…" as its last."""
-    text = clean(value)
-    return text if len(text) <= width else text[: width - 1] + "…"
+    """VALUE `clean`ed, then `shortened` to WIDTH: the cluster's text made to fit a column."""
+    return shortened(clean(value), width)

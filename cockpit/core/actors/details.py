@@ -28,7 +28,7 @@ from typing import Any
 
 from cockpit.core.actors.listing import ActorView
 from cockpit.core.snapshots import NodeSnapshot, PlacementGroupRow
-from cockpit.core.text import MASK, clean
+from cockpit.core.text import MASK, clean, shortened
 
 SECRET_NAME_PARTS = (
     "KEY",
@@ -218,18 +218,13 @@ def mask_runtime_env(serialized: str) -> str:
     if not env:
         return "none"
     lines = [
-        _cut(line, MAX_LINE_CHARS)
+        shortened(line, MAX_LINE_CHARS)
         for key, value in env.items()
         for line in _entry(str(key), value, 0, blobs=key == "env_vars")
     ]
     if len(lines) > MAX_LINES:
         lines[MAX_LINES - 1 :] = [f"... {len(lines) - MAX_LINES + 1} more"]
     return "\n".join(lines)
-
-
-def _cut(text: str, limit: int) -> str:
-    """TEXT, or its first LIMIT - 1 characters and "…"."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @dataclass(frozen=True, slots=True)

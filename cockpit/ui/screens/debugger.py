@@ -20,6 +20,7 @@ from textual.widgets import DataTable, Static
 
 from cockpit.core.debug.paused import PausedGroup, PausedWorker, describe_age
 from cockpit.core.errors import CockpitError
+from cockpit.core.text import shortened
 from cockpit.ui.messages import RefreshRequested
 from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.screens.confirm import ConfirmScreen
@@ -49,9 +50,9 @@ def worker_cells(
     else:
         count = plain("  └", "dim")
     if exc is not None:
-        exception = plain(_cut(exc.one_line(), width), "bold red" if index == 0 else "red")
+        exception = plain(shortened(exc.one_line(), width), "bold red" if index == 0 else "red")
     elif worker.note:
-        exception = plain(_cut(worker.note, width), "yellow")
+        exception = plain(shortened(worker.note, width), "yellow")
     else:
         exception = plain("(attach to see)" if worker.mode == "legacy" else "(looking…)", "dim")
     mode = " [pdb]" if worker.mode == "legacy" else ""
@@ -73,10 +74,6 @@ def paused_rows(
     for group in groups:
         for index, worker in enumerate(group.members):
             yield worker.key, worker_cells(group, index, worker, now, width)
-
-
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: max(1, width - 1)] + "…"
 
 
 def worker_details(worker: PausedWorker) -> Text:

@@ -26,6 +26,7 @@ from cockpit.core.doctor.stacks import (
     merge_failures,
     working_threads,
 )
+from cockpit.core.text import shortened
 from cockpit.core.units import duration
 from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.state import JobWatch
@@ -52,8 +53,8 @@ def group_cells(group: StackGroup, width: int = 60) -> dict[str, Text]:
     return {
         "count": plain(str(group.count), "dim" if group.idle else "bold"),
         "where": plain(label, style),
-        "roles": plain(_cut("/".join(group.roles) or "-", 20), "cyan"),
-        "who": plain(_cut(who, 40), "dim" if group.idle else ""),
+        "roles": plain(shortened("/".join(group.roles) or "-", 20), "cyan"),
+        "who": plain(shortened(who, 40), "dim" if group.idle else ""),
         "nodes": plain(nodes, "dim"),
     }
 
@@ -69,10 +70,6 @@ def group_keys(groups: Sequence[StackGroup]) -> list[str]:
             key += "+"
         keys.append(key)
     return keys
-
-
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def group_details(group: StackGroup) -> Text:

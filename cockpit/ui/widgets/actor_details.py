@@ -18,6 +18,7 @@ from rich.text import Text
 
 from cockpit.core.actors.details import ActorDetails, ActorPlace, GroupPlace
 from cockpit.core.actors.pending import format_bundle
+from cockpit.core.text import shortened
 from cockpit.core.units import duration
 from cockpit.ui.widgets.safe_text import clean
 
@@ -30,8 +31,8 @@ does not push the rest of the value past MAX_VALUE_CHARS."""
 
 
 def cut(text: str, limit: int = MAX_VALUE_CHARS) -> str:
-    """TEXT, or its first LIMIT - 1 characters and "…"."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """TEXT `shortened` to LIMIT characters (a value of the details pane, already clean)."""
+    return shortened(text, limit)
 
 
 def short_id(ident: str) -> str:
