@@ -209,6 +209,19 @@ def test_nemo_rl_step_report() -> None:
     assert by_key(parse(NEMO_STEP)) == keys  # auto
 
 
+def test_nemo_rl_steps_count_on_across_epochs() -> None:
+    """NeMo RL prints `Step 1/N` again in each epoch (grpo.py: `current_step = 0  # Reset step counter
+    for new epoch`, N = the steps an epoch holds): read as they are, epoch 2's steps looked like a resumed
+    run and wiped epoch 1's points. The global step is (epoch - 1) x N + the step, as W&B's."""
+    epoch = "========================= Epoch 1/1 =========================\n"
+    text = ""
+    for e, n, loss in ((1, 1, 0.5), (1, 2, 0.4), (2, 1, 0.3), (2, 2, 0.2)):
+        step = NEMO_STEP.replace(epoch, f"===== Epoch {e}/2 =====\n" if n == 1 else "")
+        text += step.replace("Step 3/100", f"Step {n}/2").replace("Loss: 0.0123", f"Loss: {loss}")
+    for form in ("nemo_rl", "auto"):
+        assert by_key(parse(text, form))["train/loss"] == [(1, 0.5), (2, 0.4), (3, 0.3), (4, 0.2)]
+
+
 def test_nemo_rl_bullets_before_any_step_are_not_metrics() -> None:
     setup = "\n▶ Setting up compute cluster...\n📊 Training Results:\n  • Loss: 1.5\n"
     assert parse(setup, "nemo_rl") == []

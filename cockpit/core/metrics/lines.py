@@ -77,9 +77,9 @@ _WORDS: dict[str, tuple[str, ...]] = {
     "verl": ("step:",),
     "demo": ("step=",),
     "generic": ("step", "iter", "epoch"),
-    "nemo_rl": ("Step ",),
+    "nemo_rl": ("Step ", "Epoch "),
     "rlinf": ("Step",),
-    "auto": ("tep", "iter", "epoch"),  # `tep`: step, Step, Global Step in one pass
+    "auto": ("tep", "iter", "poch"),  # `tep`: step, Step, Global Step in one pass; `poch`: epoch, Epoch
 }
 """What a line of each format holds for sure; a line with none of them is never looked at. One `str.find`
 pass a word and a chunk: a word the chunk lacks costs a whole pass (about 1 ns a character on text with
@@ -103,7 +103,11 @@ _WRAPPERS = frozenset(
 _GENERIC_STEP = re.compile(r"(?:global_step|step|iteration|iter|epoch)[ \t]*[=:][ \t]*(\d{1,18})(?![\w.])")
 _PAIR = re.compile(r"(?<![\w./@-])([A-Za-z_][\w./@-]{0,127})[ \t]*[=:][ \t]*([^\s,;|]{1,64})(?![^\s,;|])")
 """A `key=value` or `key: value` pair; bounded repeats, so a hostile line costs linear time."""
-_NEMO_STEP = re.compile(r"=+ Step (\d{1,18})/\d+ =+$")
+_NEMO_STEP = re.compile(r"=+ Step (\d{1,18})/(\d{1,18}) =+$")
+_NEMO_EPOCH = re.compile(r"=+ Epoch (\d{1,9})/\d+ =+$")
+"""NeMo RL's step header counts from 1 again each epoch (`current_step = 0  # Reset step counter for new
+epoch`, grpo.py, sft.py, dpo.py, ...), under an epoch header; its denominator is the steps an epoch holds
+(`min(len(dataloader), max_num_steps)`), so the global step (W&B's) is (epoch - 1) x that + the step."""
 _NEMO_SECTIONS = (
     ("Training Results", "train"),
     ("Timing", "timing"),
@@ -234,6 +238,7 @@ class MetricsParser:
         """The line being received has passed MAX_LINE_CHARS: drop it up to its end."""
         self._nemo_step: int | None = None
         self._nemo_section: str | None = None
+        self._nemo_epoch = 1
         self._table_step: int | None = None
         self._table_section: str | None = None
         self.looked_at = 0
@@ -402,8 +407,11 @@ class MetricsParser:
             return True
         if body.startswith("="):
             if header := _NEMO_STEP.match(body):
-                self._nemo_step, self._nemo_section = int(header.group(1)), None
+                step, per_epoch = int(header.group(1)), int(header.group(2))
+                self._nemo_step, self._nemo_section = (self._nemo_epoch - 1) * per_epoch + step, None
                 self._look_for()
+            elif epoch := _NEMO_EPOCH.match(body):
+                self._nemo_epoch = max(1, int(epoch.group(1)))
         elif body.endswith(":"):
             for title, section in _NEMO_SECTIONS:
                 if title in body:
