@@ -65,6 +65,44 @@ def test_framework_classes(class_name: str, role: str) -> None:
     assert DEFAULT_RULES.role(class_name) == role
 
 
+@pytest.mark.parametrize(
+    ("class_name", "name", "role"),
+    [
+        # verl-project/verl @ 1dda039b: main_ppo.py (TaskRunnerV1, the default with `use_v1: true`), the
+        # one-step and fully async recipes, the agent loop, the TensorRT-LLM server, rollout/replica.py
+        ("TaskRunnerV1", "", "driver"),
+        ("OneStepTaskRunner", "", "driver"),
+        ("FullyAsyncTaskRunner", "", "driver"),
+        ("AgentLoopWorker", "agent_loop_worker_0_3f2a", "rollout"),
+        ("FullyAsyncAgentLoopWorker", "", "rollout"),
+        ("TRTLLMHttpServer", "", "rollout"),
+        ("CheckpointEngineWorker", "", "rollout"),
+        # NVIDIA-NeMo/RL @ 7ea279ab: one policy worker class for several groups, named by their prefix
+        # (reward_model_environment.py, distillation.py `name_prefix="teacher"`, megatron generation)
+        ("DTensorPolicyWorker", "reward_model_policy-0-0", "reward"),
+        ("DTensorPolicyWorkerV2", "teacher-0-1", "reference"),
+        ("MegatronPolicyWorker", "megatron_generation-0-0", "rollout"),
+        ("DTensorPolicyWorkerV2", "lm_policy-0-0", "policy"),
+        ("SingleControllerActor", "", "driver"),  # algorithms/single_controller.py
+        ("AsyncTrajectoryCollector", "", "rollout"),  # algorithms/async_utils/trajectory_collector.py
+        ("RouterActor", "", "rollout"),  # models/generation/sglang/sglang_router.py
+        ("HFVerifyWorker", "", "env"),  # environments/math_environment.py
+        ("CodeJaccardVerifyWorker", "", "env"),  # environments/code_jaccard_environment.py
+        ("CodeExecutionWorker", "", "env"),  # environments/code_environment.py
+        ("NemoGym", "", "env"),  # environments/nemo_gym.py
+        # RLinf @ a3816b59: the inference workers compute old and reference log-probs
+        ("MegatronInference", "InferenceGroup:0", "reference"),
+        ("FSDPInference", "", "reference"),
+        ("ToolWorker", "", "env"),
+        # OpenRLHF @ 3c3be623: trainer/ppo_trainer.py, the controller on a CPU
+        ("PPOTrainer", "", "driver"),
+    ],
+)
+def test_newer_framework_classes_and_the_names_of_shared_ones(class_name: str, name: str, role: str) -> None:
+    """Found by reading the frameworks' sources (2026-11-29): the classes named no role or the wrong one."""
+    assert DEFAULT_RULES.role(class_name, name) == role
+
+
 def test_every_builtin_role_is_listed() -> None:
     assert set(BUILTIN_CLASSES.values()) <= set(ROLES)
 

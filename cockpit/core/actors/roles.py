@@ -51,6 +51,14 @@ BUILTIN_CLASSES: Mapping[str, str] = {
     "SGLangHttpServer": "rollout",
     "TaskRunner": "driver",
     "WorkerDict": "colocated",
+    # verl, newer: main_ppo.py's TaskRunnerV1 (the default, `use_v1: true`), the one-step and fully async
+    # recipes' OneStepTaskRunner and FullyAsyncTaskRunner (the "TaskRunner" pattern below covers them);
+    # the agent loop's AgentLoopWorker and FullyAsyncAgentLoopWorker, the TensorRT-LLM server, and the
+    # checkpoint engine's CheckpointEngineWorker (the rollout's, verl/workers/rollout/replica.py).
+    "AgentLoopWorker": "rollout",
+    "FullyAsyncAgentLoopWorker": "rollout",
+    "TRTLLMHttpServer": "rollout",
+    "CheckpointEngineWorker": "rollout",
     # NeMo RL: nemo_rl/models/policy/dtensor_policy_worker.py (DTensorPolicyWorker), _v2.py
     # (DTensorPolicyWorkerV2), megatron_policy_worker.py (MegatronPolicyWorker),
     # nemo_rl/models/generation/vllm/vllm_worker.py (VllmGenerationWorker, VllmAsyncGenerationWorker),
@@ -62,6 +70,18 @@ BUILTIN_CLASSES: Mapping[str, str] = {
     "VllmAsyncGenerationWorker": "rollout",
     "MathEnvironment": "env",
     "CodeEnvironment": "env",
+    # NeMo RL, newer: algorithms/single_controller.py (SingleControllerActor, the driver of
+    # run_grpo_single_controller.py), async_utils/trajectory_collector.py (AsyncTrajectoryCollector),
+    # the SGLang router (RouterActor), the environments' workers (math_environment.py HFVerifyWorker and
+    # the other *VerifyWorker: the "VerifyWorker$" pattern), code_environment.py (CodeExecutionWorker),
+    # nemo_gym.py (NemoGym). One policy worker class serves several groups: the reward model
+    # (`reward_model_policy-...`), the distillation teacher (`teacher-...`), Megatron generation
+    # (`megatron_generation-...`): its name says which (the classes are among `_VAGUE_CLASSES`).
+    "SingleControllerActor": "driver",
+    "AsyncTrajectoryCollector": "rollout",
+    "RouterActor": "rollout",
+    "CodeExecutionWorker": "env",
+    "NemoGym": "env",
     # RLinf: rlinf/workers/actor/megatron_actor_worker.py (MegatronActor), fsdp_actor_worker.py
     # (FSDPActor), rlinf/workers/rollout/sglang/sglang_worker.py (SGLangWorker, AsyncSGLangWorker),
     # rollout/hf/huggingface_worker.py (MultiStepRolloutWorker), rlinf/workers/env/env_worker.py (EnvWorker).
@@ -72,6 +92,11 @@ BUILTIN_CLASSES: Mapping[str, str] = {
     "VLLMWorker": "rollout",
     "MultiStepRolloutWorker": "rollout",
     "EnvWorker": "env",
+    # RLinf, newer: rlinf/workers/inference/ (MegatronInference, FSDPInference: the old and reference
+    # log-probs, not generation), rlinf/workers/agent/ (AgentLoopWorker above, ToolWorker).
+    "MegatronInference": "reference",
+    "FSDPInference": "reference",
+    "ToolWorker": "env",
     # OpenRLHF: openrlhf/trainer/ray/ppo_actor.py (ActorModelRayActor), ppo_critic.py
     # (CriticModelRayActor), launcher.py (ReferenceModelRayActor, RewardModelRayActor),
     # vllm_engine.py / vllm_engine_async.py (LLMRayActor, LLMRayActorAsync).
@@ -82,6 +107,7 @@ BUILTIN_CLASSES: Mapping[str, str] = {
     "RewardModelRayActor": "reward",
     "LLMRayActor": "rollout",
     "LLMRayActorAsync": "rollout",
+    "PPOTrainer": "driver",  # OpenRLHF's controller (trainer/ppo_trainer.py), on a CPU: not a policy
     # RLlib: rllib/env/env_runner.py (EnvRunner), single_agent_env_runner.py (SingleAgentEnvRunner),
     # multi_agent_env_runner.py (MultiAgentEnvRunner), rllib/core/learner/learner.py (Learner and the
     # framework learners, e.g. PPOTorchLearner: the "Learner$" pattern below).
@@ -102,11 +128,13 @@ BUILTIN_CLASSES: Mapping[str, str] = {
 """Exact class names (the last dotted part of what Ray reports) to roles."""
 
 BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("driver", r"TaskRunner"),
+    ("env", r"VerifyWorker$"),
     ("hybrid", r"actor_?rollout|hybrid"),
     ("learner", r"Learner$"),
     ("env", r"EnvRunner$|Environment$"),
     ("rollout", r"rollout|vllm|sglang|generat|inference|llm_?engine|sampler"),
-    ("reference", r"ref(erence)?(_?(policy|model|worker|actor)|$|_)"),
+    ("reference", r"ref(erence)?(_?(policy|model|worker|actor)|$|_)|teacher"),
     ("critic", r"critic|value_?(model|worker)"),
     ("reward", r"reward|(^|_)rm(_|$)"),
     ("env", r"env(ironment)?_?(worker|actor)?$|(^|_)env(_|$)"),
@@ -114,7 +142,9 @@ BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
 )
 """Documented naming habits, tried in order on the class name and then on the actor's name."""
 
-_VAGUE_CLASSES = frozenset({"WorkerDict"})
+_VAGUE_CLASSES = frozenset(
+    {"WorkerDict", "DTensorPolicyWorker", "DTensorPolicyWorkerV2", "MegatronPolicyWorker"}
+)
 """Classes that hold several roles at once: the actor's name may still say which (e.g. `critic_0`)."""
 
 
