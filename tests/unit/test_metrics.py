@@ -222,6 +222,28 @@ def test_nemo_rl_steps_count_on_across_epochs() -> None:
         assert by_key(parse(text, form))["train/loss"] == [(1, 0.5), (2, 0.4), (3, 0.3), (4, 0.2)]
 
 
+def test_nemo_rl_throughputs_under_their_bullet() -> None:
+    """print_performance_metrics (nemo_rl/algorithms/utils.py) prints each throughput as a dashed item
+    under a bullet with no value of its own; they were all dropped."""
+    block = (
+        "  • Throughputs (per GPU):\n"
+        "    - E2E (Samples/sec/gpu): 1.25\n"
+        "    - E2E (Tokens/sec/gpu): 240.00\n"
+        "  • Throughputs (per Group):\n"
+        "    - Generation Worker Group (Tokens/sec): 1920.50\n"
+    )
+    text = NEMO_STEP.replace(
+        "  • Average Token Imbalance: 12.00%\n", block + "  • Average Token Imbalance: 12.00%\n"
+    )
+    keys = by_key(parse(text, "nemo_rl"))
+    assert keys["perf/throughputs_per_gpu/e2e_samples_sec_gpu"] == [(3, 1.25)]
+    assert keys["perf/throughputs_per_gpu/e2e_tokens_sec_gpu"] == [(3, 240.0)]
+    assert keys["perf/throughputs_per_group/generation_worker_group_tokens_sec"] == [(3, 1920.5)]
+    assert keys["perf/average_token_imbalance"] == [(3, 12.0)]  # the bullet after them is its own again
+    assert not any("visualizing" in key or "generated_tokens" in key for key in keys)
+    assert by_key(parse(text)) == keys  # auto
+
+
 def test_nemo_rl_bullets_before_any_step_are_not_metrics() -> None:
     setup = "\n▶ Setting up compute cluster...\n📊 Training Results:\n  • Loss: 1.5\n"
     assert parse(setup, "nemo_rl") == []

@@ -84,8 +84,9 @@ _WORDS: dict[str, tuple[str, ...]] = {
 """What a line of each format holds for sure; a line with none of them is never looked at. One `str.find`
 pass a word and a chunk: a word the chunk lacks costs a whole pass (about 1 ns a character on text with
 any non-Latin-1 character in it), and a regex alternation of the words scans 8 to 25 times slower."""
-_NEMO_WORDS = ("•", "Results", "Timing:", "Metrics")
-"""Looked for too once a NeMo RL `===== Step N/M =====` header was seen: the section titles and bullets."""
+_NEMO_WORDS = ("•", "Results", "Timing:", "Metrics", "/sec")
+"""Looked for too once a NeMo RL `===== Step N/M =====` header was seen: the section titles and bullets,
+and the throughputs' dashed items under their bullet (`    - E2E (Tokens/sec/gpu): 240.00`)."""
 _TABLE_WORDS = ("│", "├", "╰")
 """Looked for too while an RLinf metric table is open (after its `│ Global Step:` line)."""
 
@@ -239,6 +240,8 @@ class MetricsParser:
         self._nemo_step: int | None = None
         self._nemo_section: str | None = None
         self._nemo_epoch = 1
+        self._nemo_parent: str | None = None
+        """The bullet without a value that heads the dashed items after it (`• Throughputs (per GPU):`)."""
         self._table_step: int | None = None
         self._table_section: str | None = None
         self.looked_at = 0
@@ -400,8 +403,20 @@ class MetricsParser:
             if step is None or section is None or not sep:
                 return False
             found = _LEADING_NUMBER.match(rest.lstrip())
+            self._nemo_parent = _slug(name) if found is None and not rest.strip() else None
             key = f"{section}/{_slug(name)}"
             if found is None or key.endswith("/") or not fits(key):
+                return False
+            out.append((step, key, float(found.group())))
+            return True
+        if body.startswith("- ") and self._nemo_parent:
+            step, section = self._nemo_step, self._nemo_section
+            name, sep, rest = body[2:].rpartition(":")
+            found = _LEADING_NUMBER.fullmatch(rest.strip())
+            if step is None or section is None or not sep or found is None:
+                return False
+            key = f"{section}/{self._nemo_parent}/{_slug(name)}"
+            if key.endswith("/") or not fits(key):
                 return False
             out.append((step, key, float(found.group())))
             return True
@@ -409,13 +424,14 @@ class MetricsParser:
             if header := _NEMO_STEP.match(body):
                 step, per_epoch = int(header.group(1)), int(header.group(2))
                 self._nemo_step, self._nemo_section = (self._nemo_epoch - 1) * per_epoch + step, None
+                self._nemo_parent = None
                 self._look_for()
             elif epoch := _NEMO_EPOCH.match(body):
                 self._nemo_epoch = max(1, int(epoch.group(1)))
         elif body.endswith(":"):
             for title, section in _NEMO_SECTIONS:
                 if title in body:
-                    self._nemo_section = section
+                    self._nemo_section, self._nemo_parent = section, None
                     break
         return False
 
