@@ -267,6 +267,7 @@ def _print_phases(store: SeriesStore, mode: Mode, last: int, job: str, keys: Pha
         doc = {
             "framework": found.keys.framework,
             "prefix": found.keys.prefix,
+            "suffix": found.keys.suffix,
             "steps": [
                 {
                     "step": s.step,
@@ -303,7 +304,7 @@ def _print_phases(store: SeriesStore, mode: Mode, last: int, job: str, keys: Pha
     else:
         width = max(len(clean(n)) for n in [*names, "PHASE"])
         print(
-            f"{found.keys.framework} phases ({found.keys.prefix}*), last {found.window} steps "
+            f"{found.keys.framework} phases ({found.keys.pattern}), last {found.window} steps "
             f"{steps[0].step}-{steps[-1].step}:"
         )
         print(f"{'PHASE':{width}}  {'SECONDS':>11}  {'SHARE':>6}")

@@ -30,7 +30,7 @@ import pytest
 from cockpit.cli.metrics import _print_phases
 from cockpit.core.jobs import profiles
 from cockpit.core.metrics.lines import MetricsParser
-from cockpit.core.metrics.phases import NEMO_RL, RLINF, VERL, anatomy, detect, profile_keys
+from cockpit.core.metrics.phases import NEMO_RL, RLINF, RLINF_BAR, VERL, anatomy, detect, profile_keys
 from cockpit.core.metrics.series import SeriesStore
 from tests.unit.test_metrics import VERL_QUICKSTART, ray_prefix, rlinf_table, verl_line
 
@@ -193,6 +193,32 @@ def test_rlinf_time_section() -> None:
     }  # time/actor/forward is a worker's timer inside actor_training
     assert step.other == pytest.approx(6.917 - 6.172)
     assert found.checkpoints is None
+
+
+def test_rlinf_reasoning_progress_bar_timings() -> None:
+    """RLinf's reasoning runner prints its timers only in the progress bar's postfix, as `<name>_time`
+    (rlinf/runners/reasoning_runner.py: `logging_metrics = {f"{k}_time": v ...}`; `time/*` goes to
+    TensorBoard and W&B): both shipped RLinf profiles showed no step anatomy."""
+    from tests.unit.test_metrics import rlinf_bar
+
+    timings = {
+        "step_time": 7.0,
+        "sync_weights_time": 0.5,
+        "rollout_time": 3.25,
+        "reward_time": 0.25,
+        "actor/training_time": 2.5,  # a worker's duration, overlapping the others (nested: not counted)
+        "rewards": 0.5,
+        "actor/lr": 1e-05,
+    }
+    text = "".join(rlinf_bar(step, 100, timings) for step in (1, 2)) + "\n"
+    store = store_of(text, "rlinf")
+    assert detect(store.keys()) is RLINF_BAR
+    found = anatomy(store)
+    assert found is not None and found.keys.pattern == "*_time"
+    assert [s.step for s in found.steps] == [1, 2]
+    assert dict(found.steps[-1].phases) == {"reward": 0.25, "rollout": 3.25, "sync_weights": 0.5}
+    assert found.steps[-1].total == 7.0 and found.steps[-1].other == pytest.approx(3.0)
+    assert detect(["rollout_time", "rewards"]) is None  # a name ending in `_time` alone says too little
 
 
 def test_phases_that_add_up_past_the_total_show_no_other() -> None:

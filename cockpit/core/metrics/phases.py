@@ -62,9 +62,23 @@ class PhaseKeys:
     """Whether a name with a `/` is a timer inside another phase (not counted)."""
     group_total_suffix: str | None = None
     """NeMo RL: `<group>_total` holds the timers named `<group>_...` (not counted)."""
+    suffix: str = ""
+    """After each name, as before it PREFIX: RLinf's progress bar has `rollout_time`, not `time/rollout`."""
 
     def key(self, name: str) -> str:
-        return self.prefix + name
+        return self.prefix + name + self.suffix
+
+    def name(self, key: str) -> str | None:
+        """The timer's name in KEY, or None when KEY is not one of this framework's timings."""
+        inside = len(key) - len(self.prefix) - len(self.suffix)
+        if inside <= 0 or not key.startswith(self.prefix) or not key.endswith(self.suffix):
+            return None
+        return key[len(self.prefix) : len(key) - len(self.suffix)]
+
+    @property
+    def pattern(self) -> str:
+        """What its keys look like: `timing_s/*`, `*_time`."""
+        return f"{self.prefix}*{self.suffix}"
 
 
 VERL = PhaseKeys(
@@ -74,8 +88,13 @@ VERL_OLD = PhaseKeys("verl", "timing/", "step", "save_checkpoint", outside=VERL.
 """verl before `timing_s/`: its published console log (docs/start/quickstart.rst l. 116) has `timing/gen`."""
 NEMO_RL = PhaseKeys("nemo_rl", "timing/", "total_step_time", "checkpointing", group_total_suffix="_total")
 RLINF = PhaseKeys("rlinf", "time/", "step", None)
-KNOWN = (VERL, NEMO_RL, VERL_OLD, RLINF)
-"""In the order `detect` tries them: a total key first (NeMo RL always prints its total), then a prefix."""
+RLINF_BAR = PhaseKeys("rlinf", "", "step", None, suffix="_time")
+"""RLinf's reasoning runner: its `time/*` go to TensorBoard and W&B only; on the console the same timers
+are in the progress bar's postfix as `<name>_time` (rlinf/runners/reasoning_runner.py,
+`logging_metrics = {f"{k}_time": v ...}`), the step's own as `step_time`."""
+KNOWN = (VERL, NEMO_RL, VERL_OLD, RLINF, RLINF_BAR)
+"""In the order `detect` tries them: a total key first (NeMo RL always prints its total), then a prefix
+(not for RLinf's bar: a name ending in `_time` says too little without its `step_time`)."""
 
 
 @dataclass(frozen=True)
@@ -155,8 +174,8 @@ def detect(keys: Iterable[str]) -> PhaseKeys | None:
         if scheme.total is not None and scheme.key(scheme.total) in present:
             return scheme
     for scheme in KNOWN:
-        if scheme is NEMO_RL:  # it always prints its total: `timing/` alone is older verl
-            continue
+        if scheme is NEMO_RL or not scheme.prefix:  # NeMo RL always prints its total: `timing/` alone
+            continue  # is older verl
         if any(k.startswith(scheme.prefix) for k in present):
             return scheme
     return None
@@ -188,9 +207,9 @@ def step_table(store: SeriesStore, keys: PhaseKeys) -> dict[int, dict[str, float
     table: dict[int, dict[str, float]] = {}
     stored: list[str] = store.keys()
     for key in stored:
-        if not key.startswith(keys.prefix):
+        name = keys.name(key)
+        if name is None:
             continue
-        name = key[len(keys.prefix) :]
         for step, value in store[key].points():
             if value == value and abs(value) != float("inf"):
                 table.setdefault(step, {})[name] = value

@@ -44,7 +44,7 @@ def render_bars(found: Anatomy, width: int, height: int) -> Text:
         n: "default" if n == OTHER else f"bold black on {COLOURS[i % len(COLOURS)]}"
         for i, n in enumerate(names)
     }
-    title = plain(f"Step time by phase ({found.keys.framework}: {found.keys.prefix}*)", "bold")
+    title = plain(f"Step time by phase ({found.keys.framework}: {found.keys.pattern})", "bold")
     ckpt = found.checkpoints
     if ckpt is not None:
         title.append(
