@@ -282,6 +282,15 @@ def test_rlinf_progress_bar_redraws_on_one_line() -> None:
     assert by_key(parse(text)) == keys
 
 
+def test_rlinf_progress_bar_cut_at_its_width_keeps_what_is_whole() -> None:
+    """tqdm cuts a line at its `ncols` (RLinf: 1650): a bar of many metrics loses its `]` and the end of
+    its last item; that item is dropped (`score=0.1` of `score=0.125`), the others read."""
+    line = rlinf_bar(4, 100, {"step_time": 7.5, "rewards": 0.5, "score": 0.125})
+    cut = line[: line.index("score=") + len("score=0.1")]
+    keys = by_key(parse(cut + "\n", "rlinf"))
+    assert keys == {"step_time": [(4, 7.5)], "rewards": [(4, 0.5)]}
+
+
 def rlinf_table(step: int, total: int, sections: dict[str, list[str]]) -> str:
     """What `print_metrics_table` prints for step index STEP (it shows `step + 1`): 120 columns, three
     cells a row (39, 39 and 38 wide), a cell too long for its width cut with `…`."""

@@ -118,7 +118,9 @@ _NEMO_SECTIONS = (
 _LEADING_NUMBER = re.compile(r"[-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)", re.I)
 """A bullet's value, its unit (`12.34s`, `40.5%`, `12.00 TFLOPS`) left behind."""
 _SLUG = re.compile(r"[^0-9a-z]+")
-_RLINF_BAR = re.compile(r"Global Step\b[^|]{0,200}\|[^|]{0,4000}\|\s*(\d{1,18})/(?:\d+|\?)\s*\[([^\]]*)\]")
+_RLINF_BAR = re.compile(r"Global Step\b[^|]{0,200}\|[^|]{0,4000}\|\s*(\d{1,18})/(?:\d+|\?)\s*\[([^\]]*)(\]?)")
+"""RLinf's `Global Step` progress bar, its postfix's `key=value` items in brackets; tqdm cuts a line at
+its `ncols` (RLinf sets 1650), which can take the `]` and the end of the last item with it."""
 _RLINF_TABLE_STEP = re.compile(r"│ Global Step:\s*(\d{1,18})/\d+ ")
 _RLINF_SECTIONS = {
     "Time": "time",
@@ -447,7 +449,10 @@ class MetricsParser:
         elif bar := _RLINF_BAR.match(body):
             step = int(bar.group(1))
             count = len(out)
-            for item in bar.group(2).split(","):
+            items = bar.group(2).split(",")
+            if not bar.group(3):  # cut at the terminal's width: the last item may be cut short too
+                items = items[:-1]
+            for item in items:
                 key, sep, text = item.partition("=")
                 key = key.strip()
                 if sep and (value := number(text)) is not None and fits(key):
