@@ -74,13 +74,27 @@ def log_lines_check(text: str) -> dict[str, int]:
     }
 
 
-def _saved_log(term: Any, pid: int) -> dict[str, int]:
-    """Show the Logs screen, save what it holds (`s`, a file in the app's working directory), check it."""
+def _caught_up(term: Any, url: str, rate: float, timeout: float = 300.0) -> float:
+    """Wait until the Logs screen shows a line written within the last 5 s (it reads what it missed while
+    hidden first: 240,000 lines after two minutes away, longer on a busy machine); the seconds waited."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        shown = [int(n) for n in STEP.findall(term.screen() + " ")]
+        written = int(_get(f"{url}/__control")["log_lines"])
+        if shown and written - max(shown) <= 5 * rate:
+            break
+        time.sleep(1)
+    return time.monotonic() - started
+
+
+def _saved_log(term: Any, pid: int, url: str, rate: float) -> dict[str, float]:
+    """Show the Logs screen, wait until it has caught up, save what it holds (`s`, a file in the app's
+    working directory), check it."""
     cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
     before = set(cwd.glob("cockpit-*.log"))
     term.type("5")
     term.wait_for(lambda screen: "step:" in screen, 120)
-    time.sleep(5)  # the stream resumed: what was missed while hidden has arrived
+    caught_up_s = _caught_up(term, url, rate)
     term.type("s")
     deadline = time.monotonic() + 120
     while not (new := set(cwd.glob("cockpit-*.log")) - before) and time.monotonic() < deadline:
@@ -90,7 +104,7 @@ def _saved_log(term: Any, pid: int) -> dict[str, int]:
     path = new.pop()
     term.wait_for(lambda screen: "saved" in screen, 120)  # written whole
     try:
-        return log_lines_check(path.read_text())
+        return {**log_lines_check(path.read_text()), "caught_up_s": round(caught_up_s, 1)}
     finally:
         path.unlink()
 
@@ -147,7 +161,7 @@ def soak(
                         flush=True,
                     )
                 time.sleep(10)
-            saved_log = _saved_log(term, pid)
+            saved_log = _saved_log(term, pid, url, log_rate)
             control = _get(f"{url}/__control")  # no change: reads how many lines the log holds
             endpoints = {
                 path: {"requests": e["requests"], "bytes": e["bytes"]}
