@@ -22,6 +22,7 @@ nothing else is asked: keys do not wake it) and sends the process the SIGHUP nob
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import select
@@ -106,7 +107,9 @@ class TerminalDriver(LinuxDriver):
 
     def _end_hangup_watch(self) -> None:
         if self._hangup_watch is not None:
-            os.write(self._hangup_watch, b"x")
+            # The watch may be over already (it saw the hangup and closed its end): then the write fails.
+            with contextlib.suppress(OSError):
+                os.write(self._hangup_watch, b"x")
             os.close(self._hangup_watch)
             self._hangup_watch = None
 

@@ -141,3 +141,31 @@ def test_a_hangup_the_session_leader_keeps_to_itself_still_ends_the_app(tmp_path
         for pid in app:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+async def test_the_hangup_watch_signals_once_and_ends_quietly() -> None:
+    """On a real pty: the watch sends SIGHUP when the terminal goes away, and ending it afterwards (the
+    app stopping, its end of the pipe already closed by the watch) raises nothing; a watch ended while
+    the terminal is fine sends nothing."""
+    got: list[int] = []
+    before = signal.signal(signal.SIGHUP, lambda number, _frame: got.append(number))
+    try:
+        parent, child = os.openpty()
+        driver = TerminalDriver(App())
+        driver.fileno = child
+        driver._watch_for_hangup()
+        driver._end_hangup_watch()  # ended while the terminal is fine: nothing sent
+        time.sleep(0.2)
+        assert got == []
+        driver._watch_for_hangup()
+        os.close(parent)  # the terminal goes away
+        deadline = time.monotonic() + 10
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert got == [signal.SIGHUP]
+        time.sleep(0.2)  # the watch has ended, its end of the pipe closed
+        driver._end_hangup_watch()
+        assert got == [signal.SIGHUP]
+        os.close(child)
+    finally:
+        signal.signal(signal.SIGHUP, before)
