@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shlex
 import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -93,7 +94,7 @@ def debug(args: argparse.Namespace) -> int:
                 listing = await discover(connection, PausedCache(), peek_new=peek)
                 ordered = numbered(listing.workers)
                 if args.attach is None:
-                    print_sessions(ordered, listing.total_paused, args.json)
+                    print_sessions(ordered, listing.total_paused, args.json, args.target)
                     return EXIT_OK
                 worker = chosen(ordered, args.attach)
                 if worker.mode == "legacy":
@@ -107,7 +108,7 @@ def debug(args: argparse.Namespace) -> int:
     return asyncio.run(run())
 
 
-def print_sessions(workers: list[PausedWorker], total: int, as_json: bool) -> None:
+def print_sessions(workers: list[PausedWorker], total: int, as_json: bool, target: str = "TARGET") -> None:
     from cockpit.core.debug.paused import group_paused
     from cockpit.core.text import clean
 
@@ -146,7 +147,7 @@ def print_sessions(workers: list[PausedWorker], total: int, as_json: bool) -> No
                 print(f"       {clean(worker.note)[:200]}")
     if total > len(workers):
         print(f"showing {len(workers)} of {total} paused workers")
-    print("attach: cockpit debug TARGET --attach N")
+    print(clean(f"attach: cockpit debug {shlex.quote(target)} --attach N"))
 
 
 async def _read_line(prompt: str) -> str | None:

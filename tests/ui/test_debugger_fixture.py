@@ -119,3 +119,52 @@ def test_one_group_per_error_and_place() -> None:
     )
     groups = group_paused([*state.paused.workers, other])
     assert [len(g.members) for g in groups] == [64, 1, 1]
+
+
+def test_an_escape_is_never_cut_in_half_in_the_table() -> None:
+    """The exception was cut to its column before it was cleaned: an escape cut in half showed as `�`
+    and the tail of its sequence."""
+    from cockpit.ui.screens.debugger import worker_cells
+
+    state = paused_fleet(fixture_state(), hostile="escape \x1b[31mred\x1b[0m end")
+    group = state.paused.groups[0]
+    for width in range(8, 40):
+        shown = worker_cells(group, 0, group.members[0], time.time(), width)["exception"].plain
+        assert "\ufffd" not in shown and "[31m" not in shown and len(shown) <= width, (width, shown)
+
+
+async def test_a_long_exception_leaves_the_table_in_sight() -> None:
+    """A 10,000-character message filled the screen under the table and hid its rows (80x24 and up)."""
+    from cockpit.ui.screens.debugger import worker_details
+
+    state = paused_fleet(fixture_state(), hostile="L" * 10_000)
+    assert len(worker_details(state.paused.workers[0]).plain) < 1_000
+    app = CockpitApp(state.target, state=state, offline=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("6")
+        text = ""
+        for _ in range(100):  # until the table and the details under it are drawn
+            await pilot.pause(0.05)
+            text = screen_text(app)
+            if "64x" in text and "LLLL…" in text:
+                break
+        assert "64x" in text and text.count("└") >= 5  # the group and its rows stay in sight
+        assert sum(1 for line in text.splitlines() if "LLLLLLLLLLLLLLLLLLLL" in line) <= 8
+
+
+async def test_enter_pressed_fast_attaches_once() -> None:
+    """Enters queued behind the one that attached each pushed a session of their own, which the first
+    session's debugger then refused ("another debugger is attached")."""
+    from cockpit.ui.screens.debug_session import DebugSessionScreen
+
+    state = paused_fleet(fixture_state())
+    app = CockpitApp(state.target, state=state, offline=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("6")
+        await pilot.pause()
+        debugger = app.screen
+        assert isinstance(debugger, DebuggerScreen)
+        for _ in range(3):  # as three queued Enters reach it: the table's, before the push shows
+            debugger.action_attach()
+        await pilot.pause()
+        assert sum(isinstance(screen, DebugSessionScreen) for screen in app.screen_stack) == 1

@@ -20,7 +20,7 @@ from textual.widgets import DataTable, Static
 
 from cockpit.core.debug.paused import PausedGroup, PausedWorker, describe_age
 from cockpit.core.errors import CockpitError
-from cockpit.core.text import shortened
+from cockpit.core.text import cut
 from cockpit.ui.messages import RefreshRequested
 from cockpit.ui.screens.base import CockpitScreen
 from cockpit.ui.screens.confirm import ConfirmScreen
@@ -50,9 +50,10 @@ def worker_cells(
     else:
         count = plain("  └", "dim")
     if exc is not None:
-        exception = plain(shortened(exc.one_line(), width), "bold red" if index == 0 else "red")
+        # Cleaned before it is cut: cut first, an escape cut in half was left as `�` and its tail.
+        exception = plain(cut(exc.one_line(), width), "bold red" if index == 0 else "red")
     elif worker.note:
-        exception = plain(shortened(worker.note, width), "yellow")
+        exception = plain(cut(worker.note, width), "yellow")
     else:
         exception = plain("(attach to see)" if worker.mode == "legacy" else "(looking…)", "dim")
     mode = " [pdb]" if worker.mode == "legacy" else ""
@@ -76,16 +77,21 @@ def paused_rows(
             yield worker.key, worker_cells(group, index, worker, now, width)
 
 
+DETAIL_CHARS = 500
+"""The most of an exception's line the details under the table show (attached, `e` shows all of it): a
+10,000-character message filled the screen and hid the table."""
+
+
 def worker_details(worker: PausedWorker) -> Text:
     """Everything known about one paused worker, for the line under the table."""
     exc = worker.exception
     text = Text()
     if exc is not None:
-        text.append_text(plain(exc.one_line(), "bold red"))
+        text.append_text(plain(cut(exc.one_line(), DETAIL_CHARS), "bold red"))
         if exc.where:
-            text.append_text(plain(f"  at {exc.where}", "cyan"))
+            text.append_text(plain(f"  at {cut(exc.where, DETAIL_CHARS)}", "cyan"))
     elif worker.note:
-        text.append_text(plain(worker.note, "yellow"))
+        text.append_text(plain(cut(worker.note, DETAIL_CHARS), "yellow"))
     text.append("\n")
     mode = "legacy pdb" if worker.mode == "legacy" else "debugpy"
     text.append_text(
@@ -180,6 +186,8 @@ class DebuggerScreen(CockpitScreen):
         self.action_attach()
 
     def action_attach(self) -> None:
+        if self.app.screen is not self:  # an Enter queued behind the one that attached: one session
+            return
         worker = self.selected()
         if worker is None:
             self.notify("no paused worker selected", severity="warning")
