@@ -340,3 +340,34 @@ async def test_every_reminder_reaches_the_command_once(tmp_path: Path) -> None:
     await sink.close()
     states = [json.loads(line)["state"] for line in out.read_text().splitlines()]
     assert states == ["firing", "reminder", "reminder"]
+
+
+async def test_a_profile_that_cannot_be_read_is_said_once_a_job(tmp_path: Path) -> None:
+    """Its hang policy and its metrics format read the same profile: the one problem was said once by
+    each reader and again at each start of the job's follow (two and three times a job)."""
+    from cockpit.core.alerts.watch import TargetWatch, WatchSettings
+    from cockpit.core.connect.connection import ConnectOptions
+    from cockpit.core.targets import parse_target
+
+    said: list[str] = []
+    watch = TargetWatch(
+        parse_target("http://127.0.0.1:1"),
+        ConnectOptions(),
+        WatchSettings(profile_dirs=(tmp_path,)),
+        emit=lambda _alert: None,
+        say=said.append,
+    )
+    job = JobRow(
+        submission_id="failer-20261129-000000-abcd",
+        job_id="03000000",
+        type="SUBMISSION",
+        status="RUNNING",
+        entrypoint="python3 fail.py",
+        message="",
+        start_time=1_795_642_346.0,
+        end_time=None,
+        metadata={"cockpit_profile": "failer"},
+    )
+    for _ in range(3):
+        await watch._start(job)
+    assert len(said) == 1 and "failer" in said[0] and "no profile named" in said[0]

@@ -126,6 +126,8 @@ class TargetWatch:
         self._delay = RETRY_FIRST
         self._kill_baseline: set[str] | None = None
         """The OOM-killed workers listed at the first read of the worker table: over before the watch."""
+        self._told_profile: set[str] = set()
+        """Jobs whose profile could not be read, said once (a job is started again when it ends)."""
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -285,7 +287,10 @@ class TargetWatch:
         if settings.hang_override is not None:
             policy = HangPolicy(hang_after=settings.hang_override, progress=policy.progress)
         form, form_problem = await asyncio.to_thread(job_metrics_format, job, settings.profile_dirs)
-        for said in {problem, form_problem} - {""}:
+        # Both read the same profile: its one problem is said once a job, not once a reader and a start.
+        said = problem or form_problem
+        if said and job.key not in self._told_profile:
+            self._told_profile.add(job.key)
             self.say(f"{self.target}: {job.key}: {said}")
         return _Followed(
             job, policy, MetricsParser(form), SeriesStore(max_points=MAX_POINTS, max_keys=MAX_KEYS)
