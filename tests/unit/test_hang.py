@@ -148,6 +148,24 @@ def test_without_any_progress_the_clock_runs_from_the_start() -> None:
     assert verdict.last_progress == "" and verdict.last_progress_age is None
 
 
+def test_the_ray_debuggers_own_lines_are_no_progress() -> None:
+    """A worker paused in the post-mortem debugger: each attach (the cockpit's own peek included) makes
+    Ray log these, which kept a job with no `progress:` regex from ever looking hung."""
+    watch = ProgressWatch(HangPolicy(hang_after=60.0), T0)
+    watch.feed_lines(["step=3 loss=0.5"], T0 + 5)
+    paused = [
+        "(RolloutWorker pid=9) Ray debugger is listening on 10.0.0.2:41000",
+        "(RolloutWorker pid=9) Waiting for debugger to attach (see https://docs.ray.io/en/latest/"
+        "ray-observability/ray-distributed-debugger.html)...",
+        "(RolloutWorker pid=9) Debugger client is connected",
+        "(RolloutWorker pid=9) Ray debugger is already open on 41000",
+    ]
+    for second in (20, 40, 60):
+        watch.feed_lines(paused, T0 + second)
+    verdict = watch.verdict(T0 + 65)
+    assert verdict.hung and verdict.last_progress == "step=3 loss=0.5"
+
+
 def test_with_a_regex_only_matching_lines_count() -> None:
     watch = ProgressWatch(HangPolicy(hang_after=60.0, progress=STEP), T0)
     watch.feed_lines(["step=7 reward=0.1", "waiting for weights", "(RolloutWorker pid=9) heartbeat"], T0 + 10)

@@ -32,6 +32,13 @@ DEFAULT_HANG_AFTER = 600.0
 """No progress for this long (seconds) is a hang, unless the profile or `--hang-after` says otherwise."""
 SCAN_CHARS = 4096
 """Only a line's first characters are looked at: a 10 MB line costs what a 4 kB one does."""
+DEBUGGER_LINES = re.compile(
+    r"Ray debugger is (?:listening on|already open on)"
+    r"|Waiting for debugger to attach|Debugger client is connected"
+)
+"""What Ray's debugpy integration logs while a worker is paused (ray/util/debugpy.py), each time a
+debugger (the cockpit's own peek at a newly paused worker included) attaches: no progress of the job,
+which waits on that worker. Only without a `progress:` regex, where any line would count."""
 WINDOW_SECONDS = 300.0
 WINDOW_SAMPLES = 120
 """The GPU summary and the straggler hint read the samples of the last 5 minutes, 120 at the most."""
@@ -195,7 +202,7 @@ class ProgressWatch:
             if pattern is not None:
                 is_progress = pattern.search(head) is not None
             else:
-                is_progress = bool(head) and not head.isspace()
+                is_progress = bool(head) and not head.isspace() and DEBUGGER_LINES.search(head) is None
             if is_progress:
                 self._line = clean(head).strip()
                 self._line_at = now
