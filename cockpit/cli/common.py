@@ -88,9 +88,6 @@ def whole(low: int, high: int | None = None) -> Callable[[str], int]:
     return parse
 
 
-PORT = whole(1, 65535)
-
-
 def add_connect_options(parser: argparse.ArgumentParser, target_optional: bool = False) -> None:
     """TARGET and the options every TARGET-taking command shares. `target_optional`: TARGET may be left
     out (the config's `target` is used)."""
@@ -110,7 +107,7 @@ def add_connection_flags(parser: argparse.ArgumentParser, expose: bool = True) -
     parser.add_argument("--ssh-config", metavar="FILE", help="OpenSSH client config (like ssh -F; or config)")
     parser.add_argument(
         "--dashboard-port",
-        type=PORT,
+        type=whole(1, 65535),
         help="dashboard port on the head (default 8265, or `dashboard_port` in config)",
     )
     parser.add_argument(

@@ -23,7 +23,7 @@ from cockpit.cli.common import (
     whole,
 )
 from cockpit.core.cluster.selectors import ACTOR_SELECTOR, NODE_SELECTOR
-from cockpit.core.text import clean
+from cockpit.core.text import clean, cut
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -120,7 +120,6 @@ def jobs(args: argparse.Namespace) -> int:
 def job_lines(rows: Sequence[JobRow], now: float) -> list[str]:
     """`cockpit jobs`' table: a header, then a line a job, its id, status and entrypoint (the cluster's
     text) cleaned (one line, no escape, no control character) and cut to their columns."""
-    from cockpit.core.text import cut
     from cockpit.core.units import ago
 
     lines = [f"{'JOB':32} {'STATUS':10} {'STARTED':>12}  ENTRYPOINT"]

@@ -50,7 +50,7 @@ def worker_cells(
     else:
         count = plain("  └", "dim")
     if exc is not None:
-        # Cleaned before it is cut: cut first, an escape cut in half was left as `�` and its tail.
+        # `cut` cleans, then shortens: shortened first, an escape cut in half showed as `�` and its tail.
         exception = plain(cut(exc.one_line(), width), "bold red" if index == 0 else "red")
     elif worker.note:
         exception = plain(cut(worker.note, width), "yellow")
