@@ -282,15 +282,27 @@ async def test_the_port_check_scans_proc_off_the_event_loop(
     assert on_loop == []
 
 
-def _roots() -> set[str]:
-    return {p.name for p in Path(ownership.ROOT_PARENT).glob(f"{ownership.root_prefix()}*")}
+@pytest.fixture
+def made_roots(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The directories `up` makes for its clusters in this test (other tests, in other processes, make
+    and remove their own in /tmp meanwhile: /tmp as a whole is no measure)."""
+    made: list[Path] = []
+    make = ownership.make_root
+
+    def recorded() -> Path:
+        made.append(make())
+        return made[-1]
+
+    monkeypatch.setattr(ownership, "make_root", recorded)
+    return made
 
 
-def test_an_interrupted_start_leaves_no_process_and_no_directory(tmp_path: Path) -> None:
+def test_an_interrupted_start_leaves_no_process_and_no_directory(
+    tmp_path: Path, made_roots: list[Path]
+) -> None:
     """Ctrl+C (or SIGTERM, which the command line turns into the same) while the nodes join: every
     process stopped, nothing recorded, and the cluster's directory in /tmp removed. It was kept, logs and
     stale sockets, for no error to name, and `cockpit local down` could no longer find it."""
-    before = _roots()
     seen: list[processes.LocalCluster] = []
 
     def say(message: str) -> None:
@@ -305,23 +317,22 @@ def test_an_interrupted_start_leaves_no_process_and_no_directory(tmp_path: Path)
     (cluster,) = seen
     assert cluster_processes(cluster) == []
     assert record.load(tmp_path) is None
-    assert not Path(cluster.root).exists() and _roots() == before
+    assert [str(root) for root in made_roots] == [cluster.root] and not Path(cluster.root).exists()
 
 
-def test_a_start_stopped_before_any_node_leaves_no_directory(tmp_path: Path) -> None:
+def test_a_start_stopped_before_any_node_leaves_no_directory(tmp_path: Path, made_roots: list[Path]) -> None:
     """Interrupted before Ray was started, or refused at once (a state directory open to others): the
     directory `up` had made for the cluster is not left behind, empty, in /tmp."""
-    before = _roots()
 
     def say(message: str) -> None:
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
         processes.up(1, 0, directory=tmp_path, progress=say)
-    assert _roots() == before and record.load(tmp_path) is None
+    assert len(made_roots) == 1 and not made_roots[0].exists() and record.load(tmp_path) is None
     shared = tmp_path / "shared"
     shared.mkdir(mode=0o755)
     shared.chmod(0o755)
     with pytest.raises(LocalClusterError, match="open to others"):
         processes.up(1, 0, directory=shared)
-    assert _roots() == before
+    assert len(made_roots) == 2 and not made_roots[1].exists()
