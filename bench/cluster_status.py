@@ -6,7 +6,7 @@ every round so that neither side always runs first under the machine's changing 
 - `ray status --address GCS` as a whole process (what people type today);
 - `cockpit status local --json` as a whole process, Python start-up included;
 - `DashboardClient.cluster_status()` and `nodes()` concurrently (`asyncio.gather`, 3 requests) on one
-  reused aiohttp session, in this process: the cost of one refresh of a running cockpit.
+  reused set of HTTP connections, in this process: the cost of one refresh of a running cockpit.
 
 Every answer is checked (node count) so that a fast failure can never pass for a fast answer. The
 autoscaler's status lists a joined node a few seconds after the node table does, so measuring starts

@@ -3,7 +3,7 @@ OpenSSH `ssh -L` forward.
 
 A real OpenSSH server on 127.0.0.1 (the test suite's `tests.harness.sshd`) plays the head node: the
 cluster's dashboard is on its loopback, and a private client config names it `head-node`. Three ways to
-the same dashboard, each a `DashboardClient` with one reused aiohttp session:
+the same dashboard, each a `DashboardClient` keeping its connections for the next request:
 
 - direct: `DashboardClient(cluster.dashboard_url)`, HTTP over loopback TCP: the baseline;
 - cockpit: `open_connection(head-node)`: asyncssh in this process, HTTP over the private UNIX socket it
@@ -19,7 +19,7 @@ rotated every round so that the machine's changing load hits them equally, after
 - poll: `nodes()` again, but each way's connection idles 1 s before each request, like the TUI's poll;
 - log: a 400 KB log file through `log_file()` (the dashboard streams it from the head's agent);
 - static: the dashboard's own `main.*.js` (about 1 MB, a static file: the dashboard does almost nothing,
-  so this is the transport's throughput), on a raw aiohttp session over the same way.
+  so this is the transport's throughput), on the client's bare HTTP (`wire.Wire`) over the same way.
 
 Latency per request (perf_counter) p50/p95, and CPU time per request of this process plus, for openssh, of
 the `ssh` client (POSIX CPU clocks; the sshd side is not counted). Set-up: `open_connection` until its first
@@ -44,7 +44,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import asyncssh
 from common import (
     Row,
@@ -57,6 +56,7 @@ from common import (
 )
 
 from cockpit.core.cluster.dashboard import DashboardClient
+from cockpit.core.cluster.wire import Wire
 from cockpit.core.connect.connection import Connection, ConnectOptions, open_connection
 from cockpit.core.local.record import LocalCluster
 from cockpit.core.targets import parse_target
@@ -115,15 +115,12 @@ class Way:
     unix_socket: str | None = None
     helper: subprocess.Popen[bytes] | None = None
     """The `ssh -L` process for openssh: its CPU time counts towards this way."""
-    _raw: aiohttp.ClientSession | None = None
+    _raw: Wire | None = None
 
-    def raw(self) -> aiohttp.ClientSession:
+    def raw(self) -> Wire:
         if self._raw is None:
-            connector: aiohttp.BaseConnector = (
-                aiohttp.UnixConnector(path=self.unix_socket) if self.unix_socket else aiohttp.TCPConnector()
-            )
-            headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-            self._raw = aiohttp.ClientSession(connector=connector, headers=headers, trust_env=False)
+            headers = [("Authorization", f"Bearer {self.token}")] if self.token else []
+            self._raw = Wire(self.base_url, unix_socket=self.unix_socket, headers=headers)
         return self._raw
 
     def helper_cpu(self) -> float:
@@ -281,7 +278,7 @@ class Requests:
             )
 
     async def _static(self, way: Way) -> None:
-        async with way.raw().get(f"{way.base_url}{self.static_path}") as resp:
+        async with way.raw().request("GET", self.static_path) as resp:
             size = len(await resp.read())
         if resp.status != 200 or size != self.static_bytes:
             raise RuntimeError(f"{way.key}: {self.static_path} came back {resp.status}, {size} bytes")
@@ -293,11 +290,11 @@ async def _prepare(cluster: LocalCluster, direct: Way) -> Requests:
     head = next(n for n in (await direct.client.node_table()).rows if n.is_head and n.alive)
     log_file = Path(cluster.nodes[0].temp_dir) / "session_latest" / "logs" / LOG_NAME
     log_file.write_text("".join(f"{i:07d} {'x' * (LOG_LINE - 9)}\n" for i in range(LOG_LINES)))
-    async with direct.raw().get(f"{direct.base_url}/") as resp:
-        found = MAIN_JS.search(await resp.text())
+    async with direct.raw().request("GET", "/") as resp:
+        found = MAIN_JS.search((await resp.read()).decode("utf-8", "replace"))
     if found is None:
         raise RuntimeError("the dashboard's index.html names no /static/js/main.*.js")
-    async with direct.raw().get(f"{direct.base_url}{found[1]}") as resp:
+    async with direct.raw().request("GET", found[1]) as resp:
         static_bytes = len(await resp.read())
     nodes = len(cluster.nodes)
     size = log_file.stat().st_size

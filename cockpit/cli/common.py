@@ -1,7 +1,7 @@
 """Provides what every command shares: the exit codes, the connect options, terminal prompts, `err`.
 
 Imports stay light (argparse only at module level) so that building the parser for `cockpit status
---help` loads neither aiohttp, asyncssh, Ray nor Textual.
+--help` loads neither the HTTP client, asyncssh, Ray nor Textual.
 """
 
 from __future__ import annotations

@@ -1,16 +1,16 @@
 """Ids from the cluster or the user go into dashboard URLs as one quoted path segment, or as query values.
 
 A job id like `../x` or `a?b=c` must name that job and nothing else: never another endpoint, another job
-or an extra query parameter. The URL each call sends is read from aiohttp's own request trace, with the
-client pointed at a closed port (nothing answers, nothing is mocked).
+or an extra query parameter. The URL each call sends is read as it arrives at a real socket: a server
+here that notes each request's line and answers 400 (nothing is mocked).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import aiohttp
 import pytest
 from hypothesis import given, settings
 from yarl import URL
@@ -22,7 +22,7 @@ from tests.harness.hostile import hostile_text
 from tests.harness.properties import examples
 
 CLOSED = "http://127.0.0.1:1"
-"""Nothing listens on port 1: a request is built, traced and refused."""
+"""Nothing listens on port 1: a request refused before it is sent."""
 
 HOSTILE_IDS = [
     "../x",
@@ -38,16 +38,20 @@ HOSTILE_IDS = [
 
 
 async def sent(call: Callable[[DashboardClient], Awaitable[Any]]) -> list[tuple[str, URL]]:
-    """The (method, URL) of every request CALL made."""
+    """The (method, URL) of every request CALL made, as a server on a socket here read them."""
     requests: list[tuple[str, URL]] = []
 
-    async def on_start(_session: object, _context: object, params: aiohttp.TraceRequestStartParams) -> None:
-        requests.append((params.method, params.url))
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        method, target, _version = head.split(b"\r\n")[0].decode("ascii").split(" ")
+        requests.append((method, URL(f"http://127.0.0.1{target}", encoded=True)))
+        writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        await writer.drain()
+        writer.close()
 
-    trace = aiohttp.TraceConfig()
-    trace.on_request_start.append(on_start)
-    async with DashboardClient(CLOSED, timeout=5) as client:
-        client._session = aiohttp.ClientSession(trace_configs=[trace])
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server, DashboardClient(f"http://127.0.0.1:{port}", timeout=5) as client:
         with pytest.raises(DashboardError):
             result = call(client)
             if hasattr(result, "__anext__"):
@@ -99,8 +103,8 @@ async def test_log_ids_travel_as_query_values(value: str) -> None:
 
 
 async def test_a_value_that_cannot_be_sent_is_refused_before_sending() -> None:
-    """A lone surrogate has no UTF-8 form: aiohttp would send an empty value (another file, another
-    filter) without a word; the client refuses in one line instead."""
+    """A lone surrogate has no UTF-8 form: a client that sends it empty (aiohttp did) asks for another file
+    or another filter without a word; the client refuses in one line instead."""
     async with DashboardClient(CLOSED, timeout=5) as client:
         with pytest.raises(RequestRejected, match="cannot be sent"):
             await client.log_file(node_id="n", filename="a\ud800.log")

@@ -72,6 +72,14 @@ def test_status_command_path_imports_no_ray() -> None:
     assert not any(m.startswith("textual") for m in loaded)
     # asyncssh (~100 ms, ~15 MiB) loads only when a target is an SSH destination.
     assert "asyncssh" not in loaded
+    # The dashboard client speaks HTTP with h11: aiohttp's import alone was ~100 ms of every start.
+    assert "h11" in loaded and "aiohttp" not in loaded
+
+
+def test_the_tui_imports_no_aiohttp_and_no_ray() -> None:
+    loaded = modules_after("import cockpit.ui.app")
+    assert "cockpit.core.cluster.dashboard" in loaded
+    assert "aiohttp" not in loaded and "ray" not in loaded
 
 
 def test_ssh_errors_import_no_asyncssh() -> None:

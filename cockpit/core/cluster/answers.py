@@ -46,8 +46,8 @@ def path_segment(value: str) -> str:
 
 
 def sendable(params: Sequence[tuple[str, str]], path: str) -> None:
-    """Refuse query values with no UTF-8 form (a lone surrogate): aiohttp would send them empty, which
-    names another file or filter without a word."""
+    """Refuse query values with no UTF-8 form (a lone surrogate): sent empty (as aiohttp did) they would
+    name another file or filter without a word."""
     for key, value in params:
         try:
             value.encode("utf-8")

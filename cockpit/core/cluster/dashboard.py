@@ -1,4 +1,4 @@
-"""Provides the async client for the Ray dashboard REST API (aiohttp), returning typed snapshots.
+"""Provides the async client for the Ray dashboard REST API (HTTP: `wire`), returning typed snapshots.
 
 One `DashboardClient` per cluster keeps one HTTP session. It speaks only HTTP, so it works against any
 Ray version the endpoints exist in, without `ray.init()` and without importing `ray`. Every method
@@ -8,7 +8,7 @@ whose text is one sentence a user can act on.
 The answers are read by the plain functions below the client (`state_listing`, `jobs_of`, ...): any JSON
 at all gives a snapshot (NA where a value is missing or of the wrong type) or a `DashboardError`. Ids go
 into URL paths quoted as one segment each (`path_segment`), so a job id like `../x` or `a?b` names that
-job and nothing else; everything else travels as query parameters, which aiohttp encodes (`sendable`
+job and nothing else; everything else travels as query parameters, which `wire` encodes (`sendable`
 refuses what it would silently send empty).
 """
 
@@ -19,8 +19,6 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
-
-import aiohttp
 
 from cockpit.core.cluster import parse
 from cockpit.core.cluster.answers import (
@@ -50,7 +48,8 @@ from cockpit.core.cluster.errors import (
     http_error,
     old_log_error,
 )
-from cockpit.core.cluster.transport import DashboardTransport
+from cockpit.core.cluster.transport import DashboardTransport, failure_reason
+from cockpit.core.cluster.wire import Limits
 from cockpit.core.errors import CockpitError
 from cockpit.core.snapshots import (
     ActorRow,
@@ -296,10 +295,10 @@ class DashboardClient(DashboardTransport):
         """PUT a working_dir zip (at most 100 MiB) as `gcs://name`. Not under the client's timeout: the
         limit grows with the size (`UPLOAD_MIN_RATE`)."""
         connect = max(self._timeout.total or 0.0, UPLOAD_CONNECT_TIMEOUT)
-        timeout = aiohttp.ClientTimeout(
+        timeout = Limits(
             total=UPLOAD_ANSWER_TIMEOUT + len(data) / UPLOAD_MIN_RATE,
-            sock_connect=connect,
-            sock_read=UPLOAD_ANSWER_TIMEOUT,
+            connect=connect,
+            read=UPLOAD_ANSWER_TIMEOUT,
         )
         await self._request(
             "PUT", f"/api/packages/gcs/{path_segment(name)}", data=data, expect_json=False, timeout=timeout
@@ -375,45 +374,39 @@ class DashboardClient(DashboardTransport):
     ) -> AsyncIterator[bytes]:
         """The body of a log answer in chunks as they arrive; a limit on each wait, none on the total."""
         self._check_dashboard_on()
-        url = f"{self.base_url}{path}"
         params = [*params, LOG_TEXT_FORMAT]
         sendable(params, path)
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._timeout.total, sock_read=read_timeout)
         limit = self._timeout.total
+        # The dashboard answers a stream only with its first chunk, so the wait for that is one too.
+        limits = Limits(connect=limit, read=limit if replay_bytes else read_timeout)
         arrived = 0
         counted = self._counted("GET", path, params)
         counted.__enter__()
         try:
-            request = self._client().get(url, params=params, timeout=timeout)
-            # The dashboard answers a stream only with its first chunk, so the wait for that is one too.
-            resp = await (asyncio.wait_for(request, limit) if replay_bytes else request)
-            try:
-                if resp.status >= 400:
-                    raise http_error(resp.status, path, await resp.read())
+            async with self._client().request("GET", path, params, limits=limits) as answer:
+                answer.read_limit = limit
+                if answer.status >= 400:
+                    raise http_error(answer.status, path, await answer.read())
                 # An older Ray reports a failure in the body: read on only while what came could still be
                 # the start of its error line (a short first chunk of a real log is passed on at once).
                 head = b""
                 while len(head) < len(OLD_LOG_ERROR) and OLD_LOG_ERROR.startswith(head):
-                    more = await asyncio.wait_for(resp.content.readany(), limit)
+                    more = await answer.chunk()
                     if not more:
                         break
                     head += more
                 if head.startswith(OLD_LOG_ERROR):
-                    raise old_log_error(head + await resp.content.read(4096), path)
+                    raise old_log_error(head + (await answer.chunk())[:4096], path)
                 if head:
                     arrived += len(head)
                     yield head
                 while True:
-                    if arrived < replay_bytes:
-                        chunk = await asyncio.wait_for(resp.content.readany(), limit)
-                    else:
-                        chunk = await resp.content.readany()
+                    answer.read_limit = limit if arrived < replay_bytes else read_timeout
+                    chunk = await answer.chunk()
                     if not chunk:
                         return
                     arrived += len(chunk)
                     yield chunk
-            finally:
-                resp.release()
         except DashboardError:
             raise
         except asyncio.TimeoutError:
@@ -425,14 +418,14 @@ class DashboardClient(DashboardTransport):
             raise DashboardUnreachable(
                 f"the log read from {self.display_url} dropped (no byte for {limit:g} s)."
             ) from None
-        except (aiohttp.ClientError, OSError) as exc:
-            # Refused, reset, or cut mid-answer (ClientPayloadError: the dashboard ended its read early).
+        except OSError as exc:
+            # Refused, reset, or cut mid-answer (`AnswerCut`: the dashboard ended its read early).
             link = self._link_status() if self._link_status is not None else None
             if not link and not arrived:
                 await self._ask_why()
             what = "log stream" if path.endswith("/stream") else "log read"
             raise DashboardUnreachable(
-                f"the {what} from {self.display_url} dropped ({link or type(exc).__name__})."
+                f"the {what} from {self.display_url} dropped ({link or failure_reason(exc)})."
             ) from None
         finally:
             counted.__exit__(None, None, None)

@@ -1,4 +1,4 @@
-"""Provides the dashboard client's transport: one aiohttp session (TCP or the SSH tunnel's UNIX socket),
+"""Provides the dashboard client's transport: one `wire.Wire` (TCP or the SSH tunnel's UNIX socket),
 each request's answer read as JSON, text or bytes, and the rules every request follows: errors told as
 one sentence (`DashboardError`), an identical GET under way shared instead of sent again (and, for a
 list polled often, an answer the same as the last not read again), requests under way counted by kind,
@@ -16,8 +16,6 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
-import aiohttp
-
 import cockpit
 from cockpit.core.cluster.answers import sendable
 from cockpit.core.cluster.errors import (
@@ -28,6 +26,7 @@ from cockpit.core.cluster.errors import (
     http_error,
 )
 from cockpit.core.cluster.json_items import NotJson, Streamed
+from cockpit.core.cluster.wire import AnswerCut, Limits, Wire
 from cockpit.core.targets import shown_target
 
 BIG_ANSWER = 1 << 20
@@ -56,6 +55,18 @@ async def _read_answer(body: bytes, path: str, then: Callable[[Any], Any] | None
     if len(body) >= BIG_ANSWER:
         return await asyncio.to_thread(_read_json, body, path, then)
     return _read_json(body, path, then)
+
+
+def failure_reason(exc: OSError) -> str:
+    """Why a connection failed, in a few words: "connection refused", "connection reset", "Name or
+    service not known", an `AnswerCut`'s own words."""
+    if isinstance(exc, ConnectionRefusedError) or "Connect call failed" in str(exc):
+        return "connection refused"  # asyncio's "Multiple exceptions: ..." when every address refused
+    if isinstance(exc, ConnectionResetError):
+        return "connection reset"
+    if isinstance(exc, AnswerCut):
+        return str(exc)
+    return exc.strerror or str(exc) or type(exc).__name__
 
 
 def request_kind(method: str, path: str, params: Sequence[tuple[str, str]] | None) -> str:
@@ -95,8 +106,8 @@ class DashboardTransport:
         self._link_status = link_status
         self._token = token
         self._unix_socket = unix_socket
-        self._timeout = aiohttp.ClientTimeout(total=timeout)
-        self._session: aiohttp.ClientSession | None = None
+        self._timeout = Limits(total=timeout)
+        self._wire: Wire | None = None
         self.in_flight: Counter[str] = Counter()
         """Requests under way now, by kind (`request_kind`: method, path and parameters)."""
         self._shared: dict[tuple[str, bool, bool, Callable[[Any], Any] | None], asyncio.Future[Any]] = {}
@@ -116,29 +127,24 @@ class DashboardTransport:
     def display_url(self) -> str:
         return self._label or self.base_url
 
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            connector: aiohttp.BaseConnector = (
-                aiohttp.UnixConnector(path=self._unix_socket)
-                if self._unix_socket
-                else aiohttp.TCPConnector(limit=8)
-            )
-            # Who asks, in the dashboard's access log: the cockpit and its version, not aiohttp's default.
-            headers = {"User-Agent": user_agent()}
+    def _client(self) -> Wire:
+        if self._wire is None:
+            # Who asks, in the dashboard's access log: the cockpit and its version.
+            headers = [("User-Agent", user_agent())]
             if self._token:
-                headers["Authorization"] = f"Bearer {self._token}"
+                headers.append(("Authorization", f"Bearer {self._token}"))
             # No browser-like headers (Origin, Referer, Sec-Fetch-*): the dashboard refuses POSTs from those.
-            self._session = aiohttp.ClientSession(
-                connector=connector, headers=headers, timeout=self._timeout, trust_env=False
-            )
-        return self._session
+            # Over the tunnel each connection is an SSH channel, and log streams hold theirs: more of them.
+            limit = 100 if self._unix_socket else 8
+            self._wire = Wire(self.base_url, unix_socket=self._unix_socket, headers=headers, limit=limit)
+        return self._wire
 
     async def close(self) -> None:
         for shared in list(self._shared.values()):
             shared.cancel()
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._wire is not None:
+            await self._wire.close()
+            self._wire = None
 
     # -- transport ---------------------------------------------------------------------------------
 
@@ -164,7 +170,7 @@ class DashboardTransport:
         expect_json: bool = True,
         data: bytes | None = None,
         raw: bool = False,
-        timeout: aiohttp.ClientTimeout | None = None,
+        timeout: Limits | None = None,
         then: Callable[[Any], Any] | None = None,
     ) -> Any:
         """One request's answer: as JSON (read by THEN when given), text, or bytes (`raw`). A GET asked
@@ -201,29 +207,37 @@ class DashboardTransport:
         expect_json: bool,
         data: bytes | None,
         raw: bool,
-        timeout: aiohttp.ClientTimeout | None,
+        timeout: Limits | None,
         then: Callable[[Any], Any] | None,
     ) -> Any:
-        url = f"{self.base_url}{path}"
         sendable(params or (), path)
         limits = timeout or self._timeout
+        if json_body is not None:
+            data, content_type = json.dumps(json_body).encode(), "application/json"
+        else:
+            content_type = "application/octet-stream"
+
+        async def send() -> bytes:
+            async with self._client().request(
+                method, path, params or (), body=data, content_type=content_type, limits=limits
+            ) as answer:
+                body = await answer.read()
+            if answer.status >= 400:
+                raise http_error(answer.status, path, body)
+            return body
+
         try:
             with self._counted(method, path, params):
-                async with self._client().request(
-                    method, url, params=params, json=json_body, data=data, timeout=limits
-                ) as resp:
-                    body = await resp.read()
-                    if resp.status >= 400:
-                        raise http_error(resp.status, path, body)
-                    if raw:
-                        return body
-                    if not expect_json:
-                        return body.decode("utf-8", errors="replace")
-                    return await _read_answer(body, path, then)
+                body = await asyncio.wait_for(send(), limits.total)
+                if raw:
+                    return body
+                if not expect_json:
+                    return body.decode("utf-8", errors="replace")
+                return await _read_answer(body, path, then)
         except DashboardError:
             raise
         except asyncio.TimeoutError:
-            waited = limits.total or limits.sock_read or limits.sock_connect or 0
+            waited = limits.total or limits.read or limits.connect or 0
             raise DashboardUnreachable(
                 f"the Ray dashboard at {self.display_url} did not answer {path} within "
                 f"{waited:.0f} s; the head may be overloaded."
@@ -234,16 +248,16 @@ class DashboardTransport:
                 "one (each part between dots is 1 to 63 characters).",
                 permanent=True,
             ) from None
-        except (aiohttp.ClientError, OSError) as exc:
-            # Connection refused or reset, a stream cut mid-answer (ClientPayloadError), or something
-            # that is not the dashboard on that port (a malformed HTTP answer).
+        except OSError as exc:
+            # Connection refused or reset, an answer cut short (`AnswerCut`), or something that is not the
+            # dashboard on that port (not an HTTP answer).
             link = self._link_status() if self._link_status is not None else None
             if link:
                 raise DashboardUnreachable(
                     f"cannot reach the Ray dashboard at {self.display_url}: {link}."
                 ) from None
             await self._ask_why()
-            reason = str(exc).split(" [")[0] or type(exc).__name__
+            reason = failure_reason(exc)
             raise DashboardUnreachable(
                 f"cannot reach the Ray dashboard at {self.display_url} ({reason}); is the cluster up?"
             ) from None
