@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from cockpit.core.cluster.dashboard import DashboardClient
+from cockpit.core.jobs import submitted
 from cockpit.core.jobs.launch import submit_request
 from cockpit.core.local import record
 from tests.harness.cluster import ClusterHandle
@@ -129,6 +130,8 @@ def test_submit_records_the_overrides_so_a_resubmit_keeps_them(
     # What the Jobs screen's resubmit reads back into the launcher.
     assert json.loads(job["metadata"]["cockpit_overrides"]) == ["k=v", "+trainer.x='a b'"]
     assert job["metadata"]["cockpit_profile"] == "quick"
+    # The file it came from, noted here for the hang watch, the curves and alerts (on no search path).
+    assert submitted.profile_file(submission_id, ray_cluster.state_dir) == profile.resolve()
 
 
 class CountingClient(DashboardClient):

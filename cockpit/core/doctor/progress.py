@@ -23,9 +23,11 @@ if TYPE_CHECKING:
 
 
 def job_profile(job: JobRow, *, profile_dirs: Sequence[Path] = ()) -> tuple[Profile | None, str]:
-    """The profile JOB's metadata names (None when none, or when it cannot be read), looked up with the
-    config's PROFILE_DIRS, and one line saying why it could not be read."""
+    """The profile JOB's metadata names (None when none, or when it cannot be read): the file it was
+    submitted from here (`jobs.submitted`), else the name looked up with the config's PROFILE_DIRS; and
+    one line saying why it could not be read."""
     from cockpit.core.jobs import profiles
+    from cockpit.core.jobs.submitted import profile_file
 
     name = job.metadata.get("cockpit_profile", "")
     if not name:
@@ -33,6 +35,13 @@ def job_profile(job: JobRow, *, profile_dirs: Sequence[Path] = ()) -> tuple[Prof
     if not PROFILE_NAME.fullmatch(name) or name.endswith((".yaml", ".yml")):  # a name, never a path
         return None, f"the job's profile name {name[:60]!r} is not a profile name"
     try:
+        # The file this job was submitted from here, noted by the cockpit that submitted it (a profile
+        # given by path is on no search path); else the name on the search path.
+        noted = profile_file(job.submission_id)
+        if noted is not None:
+            profile = profiles.load(noted)
+            if profile.name == name:
+                return profile, ""
         return profiles.load(profiles.find(name, dirs=profile_dirs)), ""
     except (CockpitError, OSError, ValueError) as exc:
         return None, f"profile {name}: {exc}"

@@ -23,6 +23,7 @@ from cockpit.core.jobs.errors import LaunchBlocked, OverrideError
 from cockpit.core.jobs.overrides import Override, parse_overrides
 from cockpit.core.jobs.preflight import VERSION_CHECK, Check, preflight, upload_check, version_check
 from cockpit.core.jobs.profiles import Profile, line_of_text, new_submission_id, render
+from cockpit.core.jobs.submitted import remember_profile
 from cockpit.core.jobs.working_dir import upload_files, zip_files
 from cockpit.core.snapshots import NodeSnapshot
 
@@ -129,7 +130,8 @@ async def with_cluster_checks(client: DashboardClient, plan: LaunchPlan) -> Laun
 
 async def submit(client: DashboardClient, plan: LaunchPlan, *, force: bool = False) -> str:
     """Submit a plan: real secrets, metadata `cockpit_profile` and `cockpit_overrides`, a local
-    working_dir uploaded once, posted idempotently. Returns the submission id.
+    working_dir uploaded once, posted idempotently; the profile's file noted here for this job
+    (`jobs.submitted`). Returns the submission id.
 
     Raises:
         LaunchBlocked: a check failed and `force` is not set (nothing is sent).
@@ -140,7 +142,10 @@ async def submit(client: DashboardClient, plan: LaunchPlan, *, force: bool = Fal
         first = plan.blocking[0]
         raise LaunchBlocked(f"{plan.where(first)}: {first.name}: {first.detail}")
     request = render(plan.profile, plan.overrides, submission_id=plan.submission_id)
-    return await submit_request(client, request)
+    submission_id = await submit_request(client, request)
+    # For the hang watch, the curves and alerts: the file this job's profile came from (`jobs.submitted`).
+    await asyncio.to_thread(remember_profile, submission_id, plan.profile.path)
+    return submission_id
 
 
 # -- the wire: upload and an idempotent POST ------------------------------------------------------
