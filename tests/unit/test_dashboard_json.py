@@ -423,3 +423,13 @@ def test_a_bare_500_points_at_the_head_s_logs() -> None:
         "the dashboard failed on /api/v0/actors and gave no reason (HTTP 500); the head's dashboard logs "
         "(dashboard*.log in its session's logs) say why."
     )
+
+
+def test_the_cockpit_s_own_probe_jobs_are_not_listed() -> None:
+    """The debugpy probe's job, deleted when done, can come back FAILED while Ray's supervisor ends: it is
+    no job of the user's (no row, no "job failed" alert)."""
+    jobs = sample("jobs_list.json")
+    probe = {**jobs[0], "submission_id": f"{ray_api.PROBE_PREFIX}1a2b3c4d", "status": "FAILED"}
+    listed = ray_api.jobs_of([*jobs, probe])
+    assert [j.submission_id for j in listed] == [j.submission_id for j in ray_api.jobs_of(jobs)]
+    assert len(listed) == len(jobs) and not any(ray_api.PROBE_PREFIX in j.submission_id for j in listed)

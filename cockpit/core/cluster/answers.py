@@ -135,9 +135,18 @@ def auth_mode_of(doc: Any) -> str:
     return str(doc.get("authentication_mode", "disabled")) if isinstance(doc, Mapping) else "disabled"
 
 
+PROBE_PREFIX = "cockpit-debugpy-probe-"
+"""The submission ids of the cockpit's own probe jobs (`jobs.debugpy_probe`): a few seconds' job the
+pre-flight of a post-mortem profile runs and deletes. Ray's job supervisor, still ending, can write a
+probe's FAILED status back after the delete: it would show as a failed job the user never ran, and set off
+a "job failed" alert."""
+
+
 def jobs_of(doc: Any) -> tuple[JobRow, ...]:
-    """`/api/jobs/`: every job, newest first (anything but a list of objects reads as no jobs)."""
+    """`/api/jobs/`: every job but the cockpit's own probes (`PROBE_PREFIX`), newest first (anything but a
+    list of objects reads as no jobs)."""
     rows = [parse.job_row(row) for row in parse.as_list(doc) if isinstance(row, Mapping)]
+    rows = [row for row in rows if not row.submission_id.startswith(PROBE_PREFIX)]
     return tuple(sorted(rows, key=lambda j: j.start_time or 0.0, reverse=True))
 
 

@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from cockpit.core.cluster.answers import PROBE_PREFIX
 from cockpit.core.errors import CockpitError
 from cockpit.core.jobs.preflight import Check
 
@@ -104,7 +105,7 @@ async def debugpy_check(
     if _declares_debugpy(env.get("pip")) or _declares_debugpy(env.get("uv")):
         return Check(CHECK_NAME, "ok", "runtime_env installs debugpy")
     python = interpreter_of(entrypoint)
-    job = f"cockpit-debugpy-probe-{uuid.uuid4().hex[:8]}"
+    job = f"{PROBE_PREFIX}{uuid.uuid4().hex[:8]}"
     request: dict[str, Any] = {
         "entrypoint": f"{shlex.quote(python)} -c {shlex.quote(PROBE_CODE)}",
         "submission_id": job,
