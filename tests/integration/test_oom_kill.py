@@ -4,14 +4,17 @@ that lives until the test kills it: its RSS on the Actors screen and first in `c
 memory`; then SIGKILL, standing for the kernel's OOM killer where no kernel log names it: both say it
 may have been one, never that it was.
 
-The cluster is a one-node cluster of its own, started with a kill threshold 4 GiB above the memory this
+The cluster is a one-node cluster of its own, started with a kill threshold 6 GiB above the memory this
 machine has in use (`RAY_memory_usage_threshold`), so the machine is never at risk: an actor of the
-rollout role, once the cockpit watches, takes 2 GiB at once, then 25 MB every half second (50 MB/s: the
-threshold is about 40 s away, its last 1.2 GiB (5% of this machine's memory: flagged `near`) about 24 s,
-so about five of the reporter's readings, one every 5 s, fall between the warning and the kill; the
-reporter lists a new process after tens of seconds) until the monitor kills it; it stops growing at 5 GiB
-or after 240 s, whatever happens. The room is wide because the threshold counts the whole machine's
-memory, which the tests running beside this one move by a gigabyte or so. Roles and classes come from the
+rollout role, once the cockpit watches, takes at once all but 2.5 GiB of what is left below the threshold
+then, counted by the actor as it starts (the threshold counts the whole machine's memory, which the tests
+running beside this one move by a gigabyte or two, before and during the growth), then 25 MB every half
+second (50 MB/s: the threshold is about 50 s away; a node rising toward it is flagged from three
+quarters of it, once three of the reporter's readings, one every 5 s, make a trend, and its last 1.2 GiB,
+5% of this machine's memory, is flagged `near` at any rate, about 24 s: a jump of a gigabyte or so beside
+it still leaves readings between the warning and the kill; the reporter lists a new process after tens
+of seconds) until the monitor kills it; it stops
+growing 4 GiB past its first take or after 240 s, whatever happens. Roles and classes come from the
 built-in role table.
 """
 
@@ -40,8 +43,10 @@ from tests.harness.run import run_cockpit, until
 
 pytestmark = [pytest.mark.cluster]
 
-ROOM = 4 * 2**30
+ROOM = 6 * 2**30
 """Memory between what is in use when the cluster starts and its kill threshold."""
+LEFT = 5 * 2**30 // 2
+"""What the actor leaves below the threshold after its first take: 50 s of growth at 50 MB/s."""
 GROWER = r"""
 import os, sys, time, ray
 ray.init(address=sys.argv[1])
@@ -51,9 +56,12 @@ class RolloutWorker:
     def pid(self):
         return os.getpid()
 
-    def grow(self, fast, step, cap, deadline):
+    def grow(self, threshold, left, step, more, deadline):
+        meminfo = dict(line.split(":", 1) for line in open("/proc/meminfo").read().splitlines())
+        total, free = (int(meminfo[key].split()[0]) * 1024 for key in ("MemTotal", "MemAvailable"))
+        fast = max(0, int(threshold * total) - (total - free) - left)
         held, end = [bytearray(fast)], time.time() + deadline  # zeroed: every page touched, so RSS
-        while sum(map(len, held)) < cap and time.time() < end:
+        while sum(map(len, held)) < fast + more and time.time() < end:
             held.append(bytearray(step))
             time.sleep(0.5)
         return sum(map(len, held))
@@ -70,7 +78,8 @@ worker = RolloutWorker.options(name="rollout_0").remote()
 print(ray.get(worker.pid.remote()), flush=True)
 sys.stdin.readline()  # the test says when: once the cockpit watches
 try:
-    print("grew", ray.get(worker.grow.remote(2 * 2**30, 25 * 2**20, 5 * 2**30, 240)), flush=True)
+    grow = worker.grow.remote(float(sys.argv[2]), LEFT, 25 * 2**20, 4 * 2**30, 240)
+    print("grew", ray.get(grow), flush=True)
 except Exception as exc:
     print("died", type(exc).__name__, flush=True)
 victim = Critic.options(name="critic_0").remote()  # the test SIGKILLs it: the kernel's OOM killer's way
@@ -132,7 +141,13 @@ async def test_an_oom_kill_is_warned_before_then_named_in_the_tui_and_the_cli(
     token = record.cluster_token(cluster.state_dir) or ""
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
     driver = subprocess.Popen(
-        [sys.executable, "-c", GROWER, cluster.cluster.gcs_address],
+        [
+            sys.executable,
+            "-c",
+            GROWER.replace("LEFT", str(LEFT)),
+            cluster.cluster.gcs_address,
+            str(threshold),
+        ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=(tmp_path / "driver.err").open("w"),
