@@ -111,6 +111,30 @@ def _local_token(opts: ConnectOptions) -> str | None:
     return load_token(opts.token_file) if opts.token_file else record.cluster_token()
 
 
+def _local_or_http(target: Target, opts: ConnectOptions) -> tuple[str, str | None]:
+    """The dashboard URL and token of a `local` or `http://` TARGET. An address that is the local
+    cluster's still finds that cluster's token (only its own, and only while its processes hold the port).
+
+    Raises:
+        CockpitError: `local`, and no local cluster runs (or its port is no longer its own).
+    """
+    cluster = record.load()
+    if target.kind == "local":
+        if cluster is None:
+            raise CockpitError("no local cluster is running: start one with `cockpit local up`.")
+        if not _holds_its_port(cluster):
+            raise CockpitError(
+                f"the local cluster recorded at 127.0.0.1:{cluster.dashboard_port} no longer holds that "
+                "port (it stopped?): `cockpit local down`, then `cockpit local up`."
+            )
+        return cluster.dashboard_url, _local_token(opts)
+    assert target.url is not None
+    own = cluster is not None and target.url.rstrip("/") == cluster.dashboard_url
+    if own and cluster is not None and _holds_its_port(cluster):
+        return target.url, _local_token(opts)
+    return target.url, load_token(opts.token_file)
+
+
 @asynccontextmanager
 async def open_connection(target: Target, options: ConnectOptions | None = None) -> AsyncIterator[Connection]:
     """A dashboard client for TARGET (and its SSH link), closed on exit.
@@ -122,27 +146,11 @@ async def open_connection(target: Target, options: ConnectOptions | None = None)
     link: SshLink | None = None
     job: SlurmJob | None = None
     head: HeadOverSsh | None = None
-    # Files and a /proc scan (`_holds_its_port`): off the event loop, which may be drawing the TUI.
-    cluster = await asyncio.to_thread(record.load)
-    if target.kind == "local":
-        if cluster is None:
-            raise CockpitError("no local cluster is running: start one with `cockpit local up`.")
-        if not await asyncio.to_thread(_holds_its_port, cluster):
-            raise CockpitError(
-                f"the local cluster recorded at 127.0.0.1:{cluster.dashboard_port} no longer holds that "
-                "port (it stopped?): `cockpit local down`, then `cockpit local up`."
-            )
-        token = await asyncio.to_thread(_local_token, opts)
-        client = DashboardClient(cluster.dashboard_url, token=token, timeout=opts.timeout)
-    elif target.kind == "http":
-        assert target.url is not None
-        # The local cluster's address given as a URL still finds that cluster's token (only its own).
-        own = cluster is not None and target.url.rstrip("/") == cluster.dashboard_url
-        if own and cluster is not None and await asyncio.to_thread(_holds_its_port, cluster):
-            token = await asyncio.to_thread(_local_token, opts)
-        else:
-            token = await asyncio.to_thread(load_token, opts.token_file)
-        client = DashboardClient(target.url, token=token, timeout=opts.timeout)
+    if target.kind in ("local", "http"):
+        # Files and a /proc scan: off the event loop, which may be drawing the TUI, in one hop (each hop
+        # back waits for the loop between two of the first screen's frames).
+        url, token = await asyncio.to_thread(_local_or_http, target, opts)
+        client = DashboardClient(url, token=token, timeout=opts.timeout)
     else:
         if target.kind == "slurm":
             job, target, opts = await _slurm_head(target, opts)
@@ -181,6 +189,7 @@ async def _slurm_head(target: Target, opts: ConnectOptions) -> tuple[SlurmJob, T
         SlurmError: Slurm's commands are missing here or the job is unknown.
     """
     from cockpit.core.slurm import queue as slurm
+
     assert target.slurm_job is not None
     job = await slurm.lookup(target.slurm_job)
     if not job.running or job.head is None:
