@@ -517,7 +517,8 @@ def summary_entry(node: Node, tick: int, now: float) -> str:
 class SyntheticHead:
     """The server; `start()` runs it on a thread of its own (usable from sync and async code alike).
 
-    Modes (set any time, from any thread): `stall` (requests wait until it is cleared), `delay`
+    Modes (set any time, from any thread): `stall` (requests wait until it is cleared; only those of
+    `stall_only`'s paths when given), `delay`
     (seconds before each answer), `fail` (500 for every path starting with one of these prefixes;
     `("/",)` for all), `churn` (the tables change each tick).
     """
@@ -527,6 +528,8 @@ class SyntheticHead:
         self.tick_s = tick_s
         self.stats = HeadStats()
         self.stall = False
+        self.stall_only: tuple[str, ...] = ()
+        """While `stall`: only the paths starting with one of these wait (none given: every path)."""
         self.delay = 0.0
         self.fail: tuple[str, ...] = ()
         self.churn = False
@@ -641,6 +644,9 @@ class SyntheticHead:
             return "(web page files)"
         return route
 
+    def _stalls(self, path: str) -> bool:
+        return not self.stall_only or any(path.startswith(prefix) for prefix in self.stall_only)
+
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
         if request.path in ("/__stats", "/__control"):
@@ -655,7 +661,7 @@ class SyntheticHead:
         try:
             # A stalled or slow answer ends when its asker hangs up (as the dashboard notices a closed
             # connection), so `in_flight` counts the requests a client still holds open.
-            while self.stall and not _gone(request):
+            while self.stall and self._stalls(request.path) and not _gone(request):
                 assert self._unstall is not None
                 self._unstall.clear()
                 if not self.stall:

@@ -171,11 +171,16 @@ class DashboardClient(DashboardTransport):
         return auth_mode_of(doc)
 
     async def cluster_info(self) -> ClusterInfo:
-        version = await self.version()
-        try:
-            meta = envelope_data(await self._get("/api/v0/cluster_metadata"), "/api/v0/cluster_metadata")
-        except (NotFound, RequestRejected):
-            meta = None
+        """The Ray version and session (`/api/version` and `/api/v0/cluster_metadata`, asked together:
+        one round trip to a distant head, not two)."""
+
+        async def metadata() -> Any:
+            try:
+                return envelope_data(await self._get("/api/v0/cluster_metadata"), "/api/v0/cluster_metadata")
+            except (NotFound, RequestRejected):
+                return None
+
+        version, meta = await asyncio.gather(self.version(), metadata())
         return parse.cluster_info(version, meta)
 
     async def node_table(self) -> Listing[NodeSnapshot]:

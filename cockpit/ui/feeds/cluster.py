@@ -149,6 +149,7 @@ class ClusterFeed:
     async def close(self) -> None:
         if self._timer is not None:
             self._timer.stop()
+        self.memory.cancel()
         await self._stack.aclose()
 
     def abandon(self) -> None:
@@ -326,13 +327,22 @@ class ClusterFeed:
         state = self.state
         if client.without_dashboard is not None:
             raise DashboardOff(client.without_dashboard)
-        if state.info is None:
-            state.info = await client.cluster_info()
-            self.app.post_message(StateChanged("info"))
-            warning = range_warning(state.info.ray_version)
-            if warning:
-                self.app.notify(clean(warning), severity="warning", timeout=12, markup=False)
-        return await self._nodes(client, self._polls % JOB_POLL_EVERY == 0 or state.needs("jobs"))
+        jobs_due = self._polls % JOB_POLL_EVERY == 0 or state.needs("jobs")
+        if state.info is not None:
+            return await self._nodes(client, jobs_due)
+        # The first poll asks the cluster's info beside its nodes: one round trip to a distant head.
+        asking = asyncio.ensure_future(client.cluster_info())
+        asking.add_done_callback(lambda done: done.cancelled() or done.exception())  # retrieved if unread
+        try:
+            nodes = await self._nodes(client, jobs_due)
+            state.info = await asking
+        finally:
+            asking.cancel()
+        self.app.post_message(StateChanged("info"))
+        warning = range_warning(state.info.ray_version)
+        if warning:
+            self.app.notify(clean(warning), severity="warning", timeout=12, markup=False)
+        return nodes
 
     async def _from_head(self, client: DashboardClient) -> tuple[NodeSnapshot, ...]:
         """The head runs Ray without its dashboard: its nodes from its own Ray over SSH, no jobs, and the
