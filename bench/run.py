@@ -31,6 +31,7 @@ import actor_list_head
 import actor_table
 import alerts_idle
 import cluster_status
+import first_poll
 import first_screen
 import gpu_view
 import idle_cpu
@@ -61,6 +62,7 @@ BENCHES = (
     "scale",
     "alerts_idle",
     "first_screen",
+    "first_poll",
 )
 CLUSTER_BENCHES = {
     "cluster_status",
@@ -181,6 +183,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "log_ingest" in args.only:  # needs no cluster
         _say("log_ingest ...")
         results["log_ingest"], new = log_ingest.run(args.quick)
+        rows += new
+    if "first_poll" in args.only:  # a synthetic head, no cluster
+        _say("first_poll ...")
+        results["first_poll"], new = first_poll.run(args.quick)
         rows += new
     if "log_search" in args.only:  # needs no cluster
         _say("log_search ...")
