@@ -93,9 +93,7 @@ async def test_a_chunked_answer_comes_in_pieces_then_ends() -> None:
 
 
 async def test_a_kept_connection_the_server_closed_is_replaced_for_a_get() -> None:
-    async def closes_at_the_second(
-        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    async def closes_at_the_second(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         line, _ = await read_request(reader)
         writer.write(ok(line))
         await writer.drain()
@@ -198,3 +196,19 @@ async def test_over_a_unix_socket_and_close_ends_a_stream_under_way(tmp_path: Pa
             await wire.close()
             with pytest.raises(AnswerCut):
                 await asyncio.wait_for(reading, 5)
+
+
+async def test_the_request_asks_for_no_compression_and_names_its_host() -> None:
+    async def heads(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        writer.write(ok(head))
+        await writer.drain()
+
+    async with server(heads) as (url, _):
+        wire = Wire(url, headers=[("User-Agent", "ray-cockpit/test")])
+        async with wire.request("GET", "/api/version") as answer:
+            head = (await answer.read()).decode().lower()
+        await wire.close()
+    port = url.rsplit(":", 1)[1]
+    assert f"host: 127.0.0.1:{port}\r\n" in head and "accept-encoding: identity\r\n" in head
+    assert "user-agent: ray-cockpit/test\r\n" in head

@@ -137,7 +137,8 @@ class Wire:
         host_header = f"[{self._host}]" if ":" in self._host else self._host
         if parts.port is not None:
             host_header += f":{parts.port}"
-        self._headers = [("Host", host_header), *headers]
+        # No compressed answer: a request without Accept-Encoding leaves the choice to the server.
+        self._headers = [("Host", host_header), ("Accept-Encoding", "identity"), *headers]
         self._slots = asyncio.Semaphore(limit)
         self._idle: list[_Connection] = []
         self._open: set[_Connection] = set()
