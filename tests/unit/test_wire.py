@@ -10,8 +10,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cockpit.core.cluster.wire import AnswerCut, Limits, Wire
+from tests.harness.properties import examples
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -212,3 +215,72 @@ async def test_the_request_asks_for_no_compression_and_names_its_host() -> None:
     port = url.rsplit(":", 1)[1]
     assert f"host: 127.0.0.1:{port}\r\n" in head and "accept-encoding: identity\r\n" in head
     assert "user-agent: ray-cockpit/test\r\n" in head
+
+
+async def test_an_endless_answer_read_whole_is_cut_at_the_most() -> None:
+    """Something that is not a dashboard may send without end: a whole read stops at its limit."""
+
+    async def endless(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        piece = b"x" * 65536
+        while True:
+            writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            await writer.drain()
+
+    async with server(endless) as (url, _):
+        wire = Wire(url)
+        with pytest.raises(AnswerCut, match="over 1 MiB"):
+            async with wire.request("GET", "/x") as answer:
+                await answer.read(most=1 << 20)
+        await wire.close()
+
+
+def framed(body: bytes, chunked: bool, pieces: list[int]) -> bytes:
+    """BODY as a whole answer: by Content-Length, or chunked in pieces of the sizes given (cycled)."""
+    if not chunked:
+        return ok(body)
+    out, at, i = [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"], 0, 0
+    while at < len(body):
+        size = pieces[i % len(pieces)]
+        out.append(b"%x\r\n%s\r\n" % (len(body[at : at + size]), body[at : at + size]))
+        at, i = at + size, i + 1
+    out.append(b"0\r\n\r\n")
+    return b"".join(out)
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    bodies=st.lists(st.binary(max_size=3000), min_size=1, max_size=3),
+    chunked=st.booleans(),
+    pieces=st.lists(st.integers(1, 700), min_size=1, max_size=5),
+    cuts=st.lists(st.integers(1, 400), min_size=1, max_size=8),
+)
+def test_any_framing_cut_anywhere_reads_each_body_whole(
+    bodies: list[bytes], chunked: bool, pieces: list[int], cuts: list[int]
+) -> None:
+    """The bytes of several answers on one kept connection, written in pieces cut anywhere (a chunk's
+    size line, the CRLF after a head): each answer's body read whole, exactly, in order."""
+
+    async def cut_anywhere(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for body in bodies:
+            await read_request(reader)
+            data, at, i = framed(body, chunked, pieces), 0, 0
+            while at < len(data):
+                writer.write(data[at : at + cuts[i % len(cuts)]])
+                await writer.drain()
+                await asyncio.sleep(0)
+                at, i = at + cuts[i % len(cuts)], i + 1
+
+    async def check() -> list[bytes]:
+        async with server(cut_anywhere) as (url, connections):
+            wire = Wire(url)
+            got = []
+            for _ in bodies:
+                async with wire.request("GET", "/x") as answer:
+                    got.append(await answer.read())
+            await wire.close()
+        assert len(connections) == 1
+        return got
+
+    assert asyncio.run(check()) == bodies

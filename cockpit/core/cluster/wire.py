@@ -27,6 +27,10 @@ import h11
 
 READ_SIZE = 1 << 18
 """Bytes asked of the socket at a time: a 17 MB node summary in about 70 reads."""
+MOST_READ = 1 << 29
+"""The most an answer read whole may hold (512 MiB): the largest a real head sends is the node summary,
+about 8.4 KB a node (43 MB at 5,000 nodes); an endless answer from something that is not a dashboard
+must not take the login node's memory. Logs are read a chunk at a time, never whole."""
 IDLE_KEPT_S = 15.0
 """How long an idle connection is kept for the next request. The dashboard (aiohttp's server) closes one
 after 75 s idle; closing ours well before keeps a request from racing the server's close."""
@@ -90,10 +94,14 @@ class Answer:
                 raise AnswerCut(f"the answer ended with {type(event).__name__}")
         return b""
 
-    async def read(self) -> bytes:
-        """The rest of the body."""
+    async def read(self, most: int = MOST_READ) -> bytes:
+        """The rest of the body, at most MOST bytes (`AnswerCut` beyond: the connection is closed)."""
         parts = []
+        size = 0
         while chunk := await self.chunk():
+            size += len(chunk)
+            if size > most:
+                raise AnswerCut(f"the answer is over {most >> 20} MiB")
             parts.append(chunk)
         return b"".join(parts)
 
