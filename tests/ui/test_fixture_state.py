@@ -19,6 +19,7 @@ from textual.widgets import DataTable
 
 from cockpit.core.cluster import parse
 from cockpit.core.gpu.board import GpuBoard
+from cockpit.core.jobs.submitted import remember_profile
 from cockpit.core.snapshots import ActorRow, ClusterSnapshot, LogIndex
 from cockpit.core.ssh.errors import UnknownHostKey
 from cockpit.core.targets import parse_target
@@ -467,6 +468,32 @@ async def test_a_resubmit_never_resolves_what_a_jobs_metadata_says(
             await pilot.press("ctrl+s")
             await pilot.pause()
             assert isinstance(app.screen, LaunchScreen)  # nothing was submitted
+
+
+async def test_a_resubmit_offers_the_profile_file_the_job_was_submitted_from(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A profile given by path at its submit is on no search path: the resubmit offers the file the
+    submitting cockpit noted for the job (`jobs.submitted`), in place of none or of another of its name."""
+    monkeypatch.setenv("COCKPIT_STATE_DIR", str(tmp_path / "state"))
+    mine = tmp_path / "runs" / "demo.yaml"
+    mine.parent.mkdir()
+    mine.write_text("name: demo\nentrypoint: python my_grpo.py\ndescription: my own demo\n")
+    state = fixture_state()
+    assert state.snapshot is not None
+    first = replace(state.snapshot.jobs[0], metadata={"cockpit_profile": "demo", "cockpit_overrides": "[]"})
+    state.snapshot = replace(state.snapshot, jobs=(first, *state.snapshot.jobs[1:]))
+    remember_profile(first.submission_id, mine)
+    app = CockpitApp(state.target, state=state, offline=True)
+    async with app.run_test(size=(160, 50), notifications=True) as pilot:
+        await pilot.press("4")
+        await pilot.pause()
+        await pilot.press("r")
+        await pilot.pause()
+        assert isinstance(app.screen, LaunchScreen)
+        chosen = app.screen.selected()
+        assert chosen is not None and chosen.path == mine and "my_grpo.py" in shown_text(app)
+        assert [p.name for p in app.screen.all_profiles].count("demo") == 1  # the shipped demo left out
 
 
 async def test_the_status_bar_ages_connected_data_in_poll_steps_and_old_data_to_the_second() -> None:

@@ -12,6 +12,8 @@ from textual.binding import Binding
 from textual.widgets import DataTable
 
 from cockpit.core.errors import CockpitError
+from cockpit.core.jobs.profiles import Profile, load
+from cockpit.core.jobs.submitted import profile_file
 from cockpit.core.snapshots import JobRow
 from cockpit.core.units import ago, duration
 from cockpit.ui.messages import RefreshRequested, ShowJobLog
@@ -121,13 +123,15 @@ class JobsScreen(CockpitScreen):
 
     # -- actions -------------------------------------------------------------------------------
 
-    def action_launch(self, preselect: str | None = None, overrides: tuple[str, ...] = ()) -> None:
+    def action_launch(
+        self, preselect: str | None = None, overrides: tuple[str, ...] = (), noted: Profile | None = None
+    ) -> None:
         def launched(submission_id: str | None) -> None:
             if submission_id:
                 self.notify(clean(f"submitted {submission_id}"), markup=False)
                 self.post_message(RefreshRequested())
 
-        self.app.push_screen(LaunchScreen(preselect, overrides), launched)
+        self.app.push_screen(LaunchScreen(preselect, overrides, noted=noted), launched)
 
     def action_resubmit(self) -> None:
         job = self.current_job()
@@ -147,7 +151,7 @@ class JobsScreen(CockpitScreen):
             return
         # Anyone who can submit can write a job's metadata: these go to the launcher as typed, where the
         # same parser as the command line refuses a ${env:...} secret; nothing here is ever resolved.
-        self.action_launch(profile, overrides)
+        self.action_launch(profile, overrides, noted=noted_profile(job, profile))
 
     def action_stop(self) -> None:
         job = self.current_job()
@@ -201,3 +205,16 @@ class JobsScreen(CockpitScreen):
     @on(DataTable.RowSelected)
     def _row_selected(self) -> None:
         self.action_driver_log()
+
+
+def noted_profile(job: JobRow, name: str) -> Profile | None:
+    """The profile file JOB was submitted from here (`jobs.submitted`), when it still holds the profile
+    NAME: a profile given by path is on no search path, and a resubmit asks for that one."""
+    path = profile_file(job.submission_id)
+    if path is None:
+        return None
+    try:
+        profile = load(path)
+    except (CockpitError, OSError, ValueError):
+        return None
+    return profile if profile.name == name else None

@@ -90,13 +90,23 @@ class LaunchScreen(ModalScreen[str | None]):
         Binding("tab", "next_field", "Next field", show=False, priority=True, id="launch.next"),
     ]
 
-    def __init__(self, preselect: str | None = None, overrides: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        preselect: str | None = None,
+        overrides: tuple[str, ...] = (),
+        *,
+        noted: profiles.Profile | None = None,
+    ) -> None:
+        """NOTED: a resubmitted job's own profile file (given by path at its submit), listed in place of
+        a profile of its name on the search path."""
         super().__init__()
         self.skipped: list[str] = []
         """Profile files and directories left out because other users can write them (one line each)."""
         self.all_profiles, self.problems = profiles.discover(
             warn=self.skipped.append, dirs=host_of(self.app).state.config.profile_dirs
         )
+        if noted is not None:
+            self.all_profiles = [noted, *(p for p in self.all_profiles if p.name != noted.name)]
         self.preselect = preselect
         self.initial_overrides = overrides
         self.force = False
