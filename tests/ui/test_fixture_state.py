@@ -15,12 +15,13 @@ from pathlib import Path
 import asyncssh
 import pytest
 from textual.geometry import Region
+from textual.pilot import Pilot
 from textual.widgets import DataTable
 
 from cockpit.core.cluster import parse
 from cockpit.core.gpu.board import GpuBoard
 from cockpit.core.jobs.submitted import remember_profile
-from cockpit.core.snapshots import ActorRow, ClusterSnapshot, LogIndex
+from cockpit.core.snapshots import ActorRow, ClusterSnapshot, JobRow, LogIndex
 from cockpit.core.ssh.errors import UnknownHostKey
 from cockpit.core.targets import parse_target
 from cockpit.ui.app import CockpitApp
@@ -434,6 +435,23 @@ async def test_connection_questions_show_names_as_text(tmp_path: Path) -> None:
         assert "/home/u/[/k]/id_ed25519 [b]:" in shown_text(app)
 
 
+def first_job_with(metadata: dict[str, str]) -> tuple[CockpitState, JobRow]:
+    """The fixture state, its first job carrying METADATA (as anyone who submits can write it)."""
+    state = fixture_state()
+    assert state.snapshot is not None
+    first = replace(state.snapshot.jobs[0], metadata=metadata)
+    state.snapshot = replace(state.snapshot, jobs=(first, *state.snapshot.jobs[1:]))
+    return state, first
+
+
+async def resubmit_first_job(pilot: Pilot[int]) -> None:
+    """The Jobs screen, `r` on its first row."""
+    await pilot.press("4")
+    await pilot.pause()
+    await pilot.press("r")
+    await pilot.pause()
+
+
 @pytest.mark.parametrize(
     ("recorded", "shown"),
     [
@@ -448,18 +466,10 @@ async def test_a_resubmit_never_resolves_what_a_jobs_metadata_says(
     monkeypatch: pytest.MonkeyPatch, recorded: str, shown: str
 ) -> None:
     monkeypatch.setenv("COCKPIT_TEST_SECRET", "s3cr3t-do-not-show")
-    state = fixture_state()
-    assert state.snapshot is not None
-    first = replace(
-        state.snapshot.jobs[0], metadata={"cockpit_profile": "demo", "cockpit_overrides": recorded}
-    )
-    state.snapshot = replace(state.snapshot, jobs=(first, *state.snapshot.jobs[1:]))
+    state, _job = first_job_with({"cockpit_profile": "demo", "cockpit_overrides": recorded})
     app = CockpitApp(state.target, state=state, offline=True)
     async with app.run_test(size=(160, 50), notifications=True) as pilot:
-        await pilot.press("4")
-        await pilot.pause()
-        await pilot.press("r")
-        await pilot.pause()
+        await resubmit_first_job(pilot)
         text = shown_text(app)
         assert "s3cr3t-do-not-show" not in text
         assert shown in text
@@ -479,17 +489,11 @@ async def test_a_resubmit_offers_the_profile_file_the_job_was_submitted_from(
     mine = tmp_path / "runs" / "demo.yaml"
     mine.parent.mkdir()
     mine.write_text("name: demo\nentrypoint: python my_grpo.py\ndescription: my own demo\n")
-    state = fixture_state()
-    assert state.snapshot is not None
-    first = replace(state.snapshot.jobs[0], metadata={"cockpit_profile": "demo", "cockpit_overrides": "[]"})
-    state.snapshot = replace(state.snapshot, jobs=(first, *state.snapshot.jobs[1:]))
+    state, first = first_job_with({"cockpit_profile": "demo", "cockpit_overrides": "[]"})
     remember_profile(first.submission_id, mine)
     app = CockpitApp(state.target, state=state, offline=True)
     async with app.run_test(size=(160, 50), notifications=True) as pilot:
-        await pilot.press("4")
-        await pilot.pause()
-        await pilot.press("r")
-        await pilot.pause()
+        await resubmit_first_job(pilot)
         assert isinstance(app.screen, LaunchScreen)
         chosen = app.screen.selected()
         assert chosen is not None and chosen.path == mine and "my_grpo.py" in shown_text(app)
