@@ -74,9 +74,6 @@ class Answer:
     def __init__(self, conn: _Connection, response: h11.Response, read_limit: float | None) -> None:
         self._conn = conn
         self.status: int = response.status_code
-        self.headers = {
-            name.decode("latin-1").lower(): value.decode("latin-1") for name, value in response.headers
-        }
         self.read_limit = read_limit
         """The limit on each wait for the body's next bytes (the caller may change it as it reads)."""
         self.complete = False
@@ -107,7 +104,7 @@ class Answer:
 
 
 async def _next_event(conn: _Connection, read_limit: float | None) -> Any:
-    """h11's next event, reading the socket (each read limited by READ_LIMIT) while it needs bytes."""
+    """h11's next event, reading the socket while it needs bytes (each wait at most READ_LIMIT s)."""
     while True:
         try:
             event = conn.http.next_event()
