@@ -126,6 +126,19 @@ def _write_new(path: Path, text: str) -> None:
         fh.write(text)
 
 
+def save_private_json(path: Path, doc: object) -> None:
+    """Write DOC as JSON to PATH in the user's state directory (made 0700 if missing): a fresh 0600 file
+    written whole, then renamed over PATH, so a reader never sees half of it.
+
+    Raises:
+        OSError: the directory or the file cannot be written.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    temp = path.with_name(f".{path.name}.{os.getpid()}")
+    _write_new(temp, json.dumps(doc))
+    temp.replace(path)
+
+
 def save(cluster: LocalCluster, directory: Path | None = None) -> None:
     """Remember `cluster` (written whole, then renamed: a reader never sees half a record)."""
     path = _state_file(private_dir(directory))

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import time
 from pathlib import Path
 
-from cockpit.core.local.record import state_dir
+from cockpit.core.local.record import save_private_json, state_dir
 
 MAX_RECENT = 20
 FILE = "recent-targets.json"
@@ -46,9 +45,4 @@ def remember(target: str, directory: Path | None = None) -> None:
         {"target": t, "at": 0.0} for t in recent(directory) if t != target
     ]
     with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        temp = path.with_name(f".{FILE}.{os.getpid()}")
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(kept[:MAX_RECENT], out)
-        os.replace(temp, path)
+        save_private_json(path, kept[:MAX_RECENT])
