@@ -27,7 +27,7 @@ def job_profile(job: JobRow, *, profile_dirs: Sequence[Path] = ()) -> tuple[Prof
     submitted from here (`jobs.submitted`), else the name looked up with the config's PROFILE_DIRS; and
     one line saying why it could not be read."""
     from cockpit.core.jobs import profiles
-    from cockpit.core.jobs.submitted import profile_file
+    from cockpit.core.jobs.submitted import noted_profile
 
     name = job.metadata.get("cockpit_profile", "")
     if not name:
@@ -37,11 +37,9 @@ def job_profile(job: JobRow, *, profile_dirs: Sequence[Path] = ()) -> tuple[Prof
     try:
         # The file this job was submitted from here, noted by the cockpit that submitted it (a profile
         # given by path is on no search path); else the name on the search path.
-        noted = profile_file(job.submission_id)
+        noted = noted_profile(job.submission_id, name)
         if noted is not None:
-            profile = profiles.load(noted)
-            if profile.name == name:
-                return profile, ""
+            return noted, ""
         return profiles.load(profiles.find(name, dirs=profile_dirs)), ""
     except (CockpitError, OSError, ValueError) as exc:
         return None, f"profile {name}: {exc}"

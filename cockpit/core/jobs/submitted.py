@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from pathlib import Path
 
-from cockpit.core.local.record import state_dir
+from cockpit.core.jobs.profile_load import Profile, load
+from cockpit.core.local.record import save_private_json, state_dir
 
 FILE = "submitted-profiles.json"
 MAX_KEPT = 500
@@ -44,12 +44,7 @@ def remember_profile(submission_id: str, profile_file: Path, directory: Path | N
     kept[submission_id] = str(profile_file.resolve())
     path = _path(directory)
     with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        temp = path.with_name(f".{FILE}.{os.getpid()}")
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(dict(list(kept.items())[-MAX_KEPT:]), out)
-        os.replace(temp, path)
+        save_private_json(path, dict(list(kept.items())[-MAX_KEPT:]))
 
 
 def profile_file(submission_id: str, directory: Path | None = None) -> Path | None:
@@ -59,3 +54,17 @@ def profile_file(submission_id: str, directory: Path | None = None) -> Path | No
         return None
     path = Path(noted)
     return path if path.is_file() else None
+
+
+def noted_profile(submission_id: str, name: str) -> Profile | None:
+    """The profile in the file SUBMISSION_ID was submitted from here, when one is noted and it still holds
+    the profile NAME (the job's metadata names it); None otherwise.
+
+    Raises:
+        ProfileError, OSError: the noted file no longer loads.
+    """
+    path = profile_file(submission_id)
+    if path is None:
+        return None
+    profile = load(path)
+    return profile if profile.name == name else None

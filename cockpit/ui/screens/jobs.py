@@ -12,8 +12,8 @@ from textual.binding import Binding
 from textual.widgets import DataTable
 
 from cockpit.core.errors import CockpitError
-from cockpit.core.jobs.profiles import Profile, load
-from cockpit.core.jobs.submitted import profile_file
+from cockpit.core.jobs.profiles import Profile
+from cockpit.core.jobs.submitted import noted_profile
 from cockpit.core.snapshots import JobRow
 from cockpit.core.units import ago, duration
 from cockpit.ui.messages import RefreshRequested, ShowJobLog
@@ -151,7 +151,7 @@ class JobsScreen(CockpitScreen):
             return
         # Anyone who can submit can write a job's metadata: these go to the launcher as typed, where the
         # same parser as the command line refuses a ${env:...} secret; nothing here is ever resolved.
-        self.action_launch(profile, overrides, noted=noted_profile(job, profile))
+        self.action_launch(profile, overrides, noted=resubmitted_profile(job, profile))
 
     def action_stop(self) -> None:
         job = self.current_job()
@@ -207,14 +207,10 @@ class JobsScreen(CockpitScreen):
         self.action_driver_log()
 
 
-def noted_profile(job: JobRow, name: str) -> Profile | None:
-    """The profile file JOB was submitted from here (`jobs.submitted`), when it still holds the profile
-    NAME: a profile given by path is on no search path, and a resubmit asks for that one."""
-    path = profile_file(job.submission_id)
-    if path is None:
-        return None
+def resubmitted_profile(job: JobRow, name: str) -> Profile | None:
+    """The profile file JOB was submitted from here (`jobs.submitted.noted_profile`), for its resubmit;
+    None where none is noted or it no longer loads (the launcher then offers the name's)."""
     try:
-        profile = load(path)
+        return noted_profile(job.submission_id, name)
     except (CockpitError, OSError, ValueError):
         return None
-    return profile if profile.name == name else None
