@@ -215,8 +215,11 @@ class ClusterFeed:
         # The slack keeps a summary due on the poll one period later, give or take a timer's jitter.
         return time.monotonic() - self._stats_at >= self.stats_period(len(snapshot.nodes)) - 1.0
 
-    async def _nodes(self, client: DashboardClient, jobs_due: bool) -> tuple[tuple[NodeSnapshot, ...], bool]:
-        """The nodes: the table, with a new summary when one is due; and whether one came."""
+    async def _nodes(
+        self, client: DashboardClient, jobs_due: bool, info_due: bool = False
+    ) -> tuple[tuple[NodeSnapshot, ...], bool]:
+        """The nodes: the table, with a new summary when one is due; and whether one came. The jobs and the
+        cluster's info (the first poll's) when due are asked beside them: one round trip to a distant head."""
         stats_due = self._stats_due()
 
         async def table() -> tuple[NodeSnapshot, ...]:
@@ -234,11 +237,16 @@ class ClusterFeed:
         async def jobs() -> None:
             self._jobs = await client.jobs()
 
+        async def info() -> None:
+            self.state.info = await client.cluster_info()
+
         asking = asyncio.ensure_future(table())
-        others = [
-            asyncio.ensure_future(c)
-            for c in (*([stats()] if stats_due else []), *([jobs()] if jobs_due else []))
-        ]
+        due = (
+            *([stats()] if stats_due else []),
+            *([jobs()] if jobs_due else []),
+            *([info()] if info_due else []),
+        )
+        others = [asyncio.ensure_future(c) for c in due]
         try:
             rows = await asking
             await asyncio.gather(*others)
@@ -327,21 +335,13 @@ class ClusterFeed:
         state = self.state
         if client.without_dashboard is not None:
             raise DashboardOff(client.without_dashboard)
-        jobs_due = self._polls % JOB_POLL_EVERY == 0 or state.needs("jobs")
-        if state.info is not None:
-            return await self._nodes(client, jobs_due)
-        # The first poll asks the cluster's info beside its nodes: one round trip to a distant head.
-        asking = asyncio.ensure_future(client.cluster_info())
-        asking.add_done_callback(lambda done: done.cancelled() or done.exception())  # retrieved if unread
-        try:
-            nodes = await self._nodes(client, jobs_due)
-            state.info = await asking
-        finally:
-            asking.cancel()
-        self.app.post_message(StateChanged("info"))
-        warning = range_warning(state.info.ray_version)
-        if warning:
-            self.app.notify(clean(warning), severity="warning", timeout=12, markup=False)
+        first = state.info is None
+        nodes = await self._nodes(client, self._polls % JOB_POLL_EVERY == 0 or state.needs("jobs"), first)
+        if first and state.info is not None:
+            self.app.post_message(StateChanged("info"))
+            warning = range_warning(state.info.ray_version)
+            if warning:
+                self.app.notify(clean(warning), severity="warning", timeout=12, markup=False)
         return nodes
 
     async def _from_head(self, client: DashboardClient) -> tuple[NodeSnapshot, ...]:
