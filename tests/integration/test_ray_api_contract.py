@@ -456,13 +456,18 @@ def test_log_listing_reads_and_stream_per_version(workload: Workload) -> None:
         where = [("node_id", workload.node_id), ("filename", "raylet.out")]
         tail = await client.log_bytes(where, lines=5)
         assert 0 < len(tail.splitlines()) <= 5
-        # Before any stream is cut: a Ray 2.47 log read right after a closed stream can fail with a bare 500.
+        # Before any stream is cut: a Ray 2.47 log read right after a closed stream can fail with a bare 500
+        # (the session's other tests on the same head cut streams too: seen once in a fresh-clone run).
         missing = [("node_id", workload.node_id), ("filename", "no-such.log")]
         for _ in range(3):  # Ray 2.44.1 once answered an empty 200 instead (one whole run of many)
             try:
                 assert await client.log_bytes(missing, lines=5) == b"", "no bytes of a file that is not there"
             except NotFound:
                 break
+            except RequestRejected as exc:
+                if exc.status != 500 or workload.version != (2, 47, 1):
+                    raise
+                await asyncio.sleep(1)
         else:
             pytest.fail("no NotFound for a file that is not there, in 3 reads")
         driver_file = [("node_id", workload.node_id), ("filename", f"job-driver-{workload.job.key}.log")]
